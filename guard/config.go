@@ -1,0 +1,480 @@
+package guard
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nyaruka/phonenumbers"
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default configuration document.
+func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
+
+// Config is the whole otpguard configuration document (SPEC section 4).
+// Its zero value is not usable; start from [DefaultConfig] or [ParseConfig].
+type Config struct {
+	OTP     OTPConfig     `yaml:"otp"`
+	Token   TokenConfig   `yaml:"token"`
+	Network NetworkConfig `yaml:"network"`
+	Store   StoreConfig   `yaml:"store"`
+	// Rules replaces the default rules as a whole when given.
+	Rules []Rule `yaml:"rules"`
+}
+
+// OTPConfig configures verification codes.
+type OTPConfig struct {
+	// Length is the number of digits of a code, 6 to 10. Default 6.
+	Length int `yaml:"length"`
+	// TTL is how long a code stays valid, at most 10m. Default 10m.
+	TTL time.Duration `yaml:"ttl"`
+	// MaxAttempts is how many wrong guesses burn a code. Default 5.
+	MaxAttempts int `yaml:"maxAttempts"`
+	// Purposes lists the accepted `purpose` values.
+	Purposes []string  `yaml:"purposes"`
+	SMS      SMSConfig `yaml:"sms"`
+}
+
+// SMSConfig restricts where SMS codes may go.
+type SMSConfig struct {
+	// DefaultRegion is the ISO 3166 region used to read national-format
+	// numbers. Default US.
+	DefaultRegion string `yaml:"defaultRegion"`
+	// AllowedCountries lists the regions SMS may be sent to; empty means all.
+	AllowedCountries []string `yaml:"allowedCountries"`
+	// AllowedTypes lists the accepted number types (see [PhoneTypes]).
+	// Default mobile and fixed_line_or_mobile.
+	AllowedTypes []string `yaml:"allowedTypes"`
+}
+
+// TokenConfig configures the verification token (JWT).
+type TokenConfig struct {
+	// TTL is the token lifetime. Default 5m.
+	TTL time.Duration `yaml:"ttl"`
+	// Issuer is the `iss` claim. Default otpguard.
+	Issuer string `yaml:"issuer"`
+}
+
+// NetworkConfig says how the client IP is found and grouped.
+type NetworkConfig struct {
+	// TrustedProxies lists the CIDRs whose forwarding headers are believed.
+	// Default none: only the connection's peer counts.
+	TrustedProxies []string `yaml:"trustedProxies"`
+	// IPv6Prefix is the prefix length an IPv6 client is counted by for the
+	// `ip` dimension, 32 to 128. Default 64.
+	IPv6Prefix int `yaml:"ipv6Prefix"`
+}
+
+// StoreConfig bounds calls to the store.
+type StoreConfig struct {
+	// Timeout bounds one decision's work in Redis. Default 50ms.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Rule is one rate limit. See SPEC section 4 for the meaning of each field.
+type Rule struct {
+	// Name identifies the rule in decisions, logs and metrics; unique.
+	Name string `yaml:"name"`
+	// Action is what the rule applies to: otp.send, otp.verify, login,
+	// signup or any custom action name.
+	Action string `yaml:"action"`
+	// Key lists the dimensions the rule counts by (see [Dimensions]).
+	Key []string `yaml:"key"`
+	// Limit is how many requests (or failures) the window admits.
+	Limit int64 `yaml:"limit"`
+	// Window is the period the limit applies to; for concurrency, how long
+	// a lease lives before it expires on its own.
+	Window time.Duration `yaml:"window"`
+	// Algorithm is one of [Algorithms]. Default fixed_window.
+	Algorithm Algorithm `yaml:"algorithm"`
+	// Count is "requests" (default) or "failures".
+	Count string `yaml:"count"`
+	// Mode is "enforce" (default), "shadow" or "soft".
+	Mode string `yaml:"mode"`
+	// Overage is how far above Limit a soft rule still allows, as a
+	// fraction ("10%" or 0.1). Only with mode soft; default 10%.
+	Overage Percent `yaml:"overage"`
+	// When restricts the rule to requests whose attributes match: each
+	// attribute must equal one of the listed values.
+	When map[string]StringList `yaml:"when"`
+	// Lockout, with count failures, locks the subject out when failures
+	// reach Limit, for progressively longer periods.
+	Lockout *Lockout `yaml:"lockout"`
+	// ResetOnSuccess, with count failures, clears the failure counter when
+	// the action succeeds.
+	ResetOnSuccess bool `yaml:"resetOnSuccess"`
+	// OnStoreError is "deny" or "allow" (with the in-process backstop).
+	// Default deny, except allow for the login and signup actions.
+	OnStoreError string `yaml:"onStoreError"`
+}
+
+// Lockout is a progressive lockout: the first lasts Initial, each further
+// one of the same subject Factor times longer, up to Max. A subject's
+// lockout count is forgotten after Reset without a lockout.
+type Lockout struct {
+	Initial time.Duration `yaml:"initial"`
+	Factor  float64       `yaml:"factor"`
+	Max     time.Duration `yaml:"max"`
+	// Reset is how long the lockout count is remembered. Default 24h.
+	Reset time.Duration `yaml:"reset"`
+}
+
+// Percent is a fraction written as "10%" or 0.1.
+type Percent float64
+
+// UnmarshalYAML accepts "10%" and plain numbers.
+func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
+	s := strings.TrimSpace(n.Value)
+	div := 1.0
+	if strings.HasSuffix(s, "%") {
+		s, div = strings.TrimSuffix(s, "%"), 100
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("line %d: %q is not a percentage", n.Line, n.Value)
+	}
+	*p = Percent(f / div)
+	return nil
+}
+
+// StringList is a list that may be written as a single scalar.
+type StringList []string
+
+// UnmarshalYAML accepts a scalar or a sequence of scalars.
+func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*l = StringList{n.Value}
+		return nil
+	}
+	var s []string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	*l = s
+	return nil
+}
+
+// Algorithm names a rate-limiting algorithm.
+type Algorithm string
+
+// The algorithms (SPEC section 5).
+const (
+	FixedWindow   Algorithm = "fixed_window"
+	SlidingWindow Algorithm = "sliding_window"
+	TokenBucket   Algorithm = "token_bucket"
+	SlidingLog    Algorithm = "sliding_log"
+	Concurrency   Algorithm = "concurrency"
+)
+
+// Algorithms lists every algorithm a rule may name.
+var Algorithms = []Algorithm{FixedWindow, SlidingWindow, TokenBucket, SlidingLog, Concurrency}
+
+// Dimensions lists every dimension a rule may key on.
+var Dimensions = []string{"destination", "ip", "ip/56", "ip/48", "account", "country", "prefix", "global"}
+
+// Filters lists the request attributes a rule's `when` may match.
+var Filters = []string{"channel", "purpose"}
+
+// Rule modes and counts.
+const (
+	ModeEnforce   = "enforce"
+	ModeShadow    = "shadow"
+	ModeSoft      = "soft"
+	CountRequests = "requests"
+	CountFailures = "failures"
+)
+
+// Bounds on rules, checked by [Config.Validate].
+const (
+	MinWindow = 100 * time.Millisecond
+	MaxWindow = 30 * 24 * time.Hour
+	MaxLimit  = 1 << 40
+)
+
+// DefaultConfig returns the embedded default configuration.
+func DefaultConfig() Config {
+	c, err := ParseConfig(nil)
+	if err != nil {
+		panic("guard: embedded default config is invalid: " + err.Error())
+	}
+	return c
+}
+
+// ParseConfig reads a configuration document laid over the embedded
+// default, fills defaults and validates it. An empty doc gives the default.
+func ParseConfig(doc []byte) (Config, error) {
+	var c Config
+	if err := decodeStrict(defaultYAML, &c); err != nil {
+		return Config{}, fmt.Errorf("config: default: %w", err)
+	}
+	if len(bytes.TrimSpace(doc)) > 0 {
+		if err := decodeStrict(doc, &c); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+	}
+	c.fill()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func decodeStrict(doc []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return errors.New("more than one YAML document")
+	}
+	return nil
+}
+
+// fill sets the per-rule defaults that depend on other fields.
+func (c *Config) fill() {
+	for i := range c.Rules {
+		r := &c.Rules[i]
+		if r.Algorithm == "" {
+			r.Algorithm = FixedWindow
+		}
+		if r.Count == "" {
+			r.Count = CountRequests
+		}
+		if r.Mode == "" {
+			r.Mode = ModeEnforce
+		}
+		if r.Mode == ModeSoft && r.Overage == 0 {
+			r.Overage = 0.10
+		}
+		if r.OnStoreError == "" {
+			r.OnStoreError = "deny"
+			if r.Action == "login" || r.Action == "signup" {
+				r.OnStoreError = "allow"
+			}
+		}
+		if r.Lockout != nil && r.Lockout.Reset == 0 {
+			r.Lockout.Reset = 24 * time.Hour
+		}
+	}
+}
+
+// FieldError names the configuration field that is wrong.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
+
+var (
+	namePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	actionPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+)
+
+// Validate checks the whole document and reports every bad field, each
+// named by its path (for example `rules[2].limit`).
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if c.OTP.Length < 6 || c.OTP.Length > 10 {
+		bad("otp.length", "must be 6 to 10 digits, got %d", c.OTP.Length)
+	}
+	if c.OTP.TTL <= 0 || c.OTP.TTL > 10*time.Minute {
+		bad("otp.ttl", "must be more than 0 and at most 10m, got %s", c.OTP.TTL)
+	}
+	if c.OTP.MaxAttempts < 1 || c.OTP.MaxAttempts > 100 {
+		bad("otp.maxAttempts", "must be 1 to 100, got %d", c.OTP.MaxAttempts)
+	}
+	if len(c.OTP.Purposes) == 0 {
+		bad("otp.purposes", "must list at least one purpose")
+	}
+	for i, p := range c.OTP.Purposes {
+		if !actionPattern.MatchString(p) {
+			bad(fmt.Sprintf("otp.purposes[%d]", i), "%q must be lower-case letters, digits, '.', '_' or '-'", p)
+		} else if slices.Index(c.OTP.Purposes, p) != i {
+			bad(fmt.Sprintf("otp.purposes[%d]", i), "%q is listed twice", p)
+		}
+	}
+	regions := phonenumbers.GetSupportedRegions()
+	if _, ok := regions[c.OTP.SMS.DefaultRegion]; !ok {
+		bad("otp.sms.defaultRegion", "%q is not a supported ISO 3166 region code", c.OTP.SMS.DefaultRegion)
+	}
+	for i, r := range c.OTP.SMS.AllowedCountries {
+		if _, ok := regions[r]; !ok {
+			bad(fmt.Sprintf("otp.sms.allowedCountries[%d]", i), "%q is not a supported ISO 3166 region code", r)
+		}
+	}
+	for i, t := range c.OTP.SMS.AllowedTypes {
+		if _, ok := phoneTypeByName[t]; !ok {
+			bad(fmt.Sprintf("otp.sms.allowedTypes[%d]", i), "%q is not one of %s", t, strings.Join(PhoneTypes(), ", "))
+		}
+	}
+	if len(c.OTP.SMS.AllowedTypes) == 0 {
+		bad("otp.sms.allowedTypes", "must list at least one number type")
+	}
+	if c.Token.TTL <= 0 || c.Token.TTL > 24*time.Hour {
+		bad("token.ttl", "must be more than 0 and at most 24h, got %s", c.Token.TTL)
+	}
+	if strings.TrimSpace(c.Token.Issuer) == "" {
+		bad("token.issuer", "must not be empty")
+	}
+	for i, p := range c.Network.TrustedProxies {
+		if _, err := parsePrefix(p); err != nil {
+			bad(fmt.Sprintf("network.trustedProxies[%d]", i), "%q is not an IP address or CIDR", p)
+		}
+	}
+	if c.Network.IPv6Prefix < 32 || c.Network.IPv6Prefix > 128 {
+		bad("network.ipv6Prefix", "must be 32 to 128, got %d", c.Network.IPv6Prefix)
+	}
+	if c.Store.Timeout <= 0 || c.Store.Timeout > 10*time.Second {
+		bad("store.timeout", "must be more than 0 and at most 10s, got %s", c.Store.Timeout)
+	}
+	for i := range c.Rules {
+		c.Rules[i].validate(fmt.Sprintf("rules[%d]", i), bad)
+		for j := range i {
+			if c.Rules[j].Name == c.Rules[i].Name {
+				bad(fmt.Sprintf("rules[%d].name", i), "%q is already the name of rules[%d]", c.Rules[i].Name, j)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Rule) validate(at string, bad func(field, format string, args ...any)) {
+	if !namePattern.MatchString(r.Name) {
+		bad(at+".name", "%q must be 1 to 64 letters, digits, '.', '_' or '-'", r.Name)
+	}
+	if r.Name != "" {
+		at = fmt.Sprintf("%s (%s)", at, r.Name)
+	}
+	if !actionPattern.MatchString(r.Action) {
+		bad(at+".action", "%q must be 1 to 64 lower-case letters, digits, '.', '_' or '-'", r.Action)
+	}
+	if len(r.Key) == 0 {
+		bad(at+".key", "must list at least one dimension (%s)", strings.Join(Dimensions, ", "))
+	}
+	for i, d := range r.Key {
+		if !slices.Contains(Dimensions, d) {
+			bad(fmt.Sprintf("%s.key[%d]", at, i), "unknown dimension %q; one of %s", d, strings.Join(Dimensions, ", "))
+		} else if slices.Index(r.Key, d) != i {
+			bad(fmt.Sprintf("%s.key[%d]", at, i), "dimension %q is listed twice", d)
+		}
+	}
+	if r.Limit < 1 || r.Limit > MaxLimit {
+		bad(at+".limit", "must be 1 to %d, got %d", int64(MaxLimit), r.Limit)
+	}
+	if r.Window < MinWindow || r.Window > MaxWindow {
+		bad(at+".window", "must be %s to %s, got %s", MinWindow, MaxWindow, r.Window)
+	} else if r.Window%time.Millisecond != 0 {
+		bad(at+".window", "must be a whole number of milliseconds, got %s", r.Window)
+	}
+	if !slices.Contains(Algorithms, r.Algorithm) {
+		bad(at+".algorithm", "unknown algorithm %q; one of %s", r.Algorithm, joinAlgorithms())
+	}
+	switch r.Count {
+	case CountRequests:
+	case CountFailures:
+		if r.Algorithm == Concurrency {
+			bad(at+".count", "failures cannot be counted with the concurrency algorithm")
+		}
+	default:
+		bad(at+".count", "must be %q or %q, got %q", CountRequests, CountFailures, r.Count)
+	}
+	switch r.Mode {
+	case ModeEnforce, ModeShadow:
+		if r.Overage != 0 {
+			bad(at+".overage", "only applies to mode soft")
+		}
+	case ModeSoft:
+		if r.Overage <= 0 || r.Overage > 10 {
+			bad(at+".overage", "must be more than 0%% and at most 1000%%, got %g%%", float64(r.Overage)*100)
+		}
+	default:
+		bad(at+".mode", "must be enforce, shadow or soft, got %q", r.Mode)
+	}
+	for k, vs := range r.When {
+		if !slices.Contains(Filters, k) {
+			bad(at+".when."+k, "unknown filter; one of %s", strings.Join(Filters, ", "))
+		}
+		if len(vs) == 0 {
+			bad(at+".when."+k, "must list at least one value")
+		}
+	}
+	if l := r.Lockout; l != nil {
+		if r.Count != CountFailures {
+			bad(at+".lockout", "needs count: failures (a lockout follows failed attempts)")
+		}
+		if l.Initial < time.Second {
+			bad(at+".lockout.initial", "must be at least 1s, got %s", l.Initial)
+		}
+		if l.Factor < 1 || l.Factor > 100 {
+			bad(at+".lockout.factor", "must be 1 to 100, got %g", l.Factor)
+		}
+		if l.Max < l.Initial || l.Max > MaxWindow {
+			bad(at+".lockout.max", "must be at least lockout.initial (%s) and at most %s, got %s", l.Initial, MaxWindow, l.Max)
+		}
+		if l.Reset < time.Second || l.Reset > MaxWindow {
+			bad(at+".lockout.reset", "must be 1s to %s, got %s", MaxWindow, l.Reset)
+		}
+	}
+	if r.ResetOnSuccess && r.Count != CountFailures {
+		bad(at+".resetOnSuccess", "needs count: failures")
+	}
+	if r.OnStoreError != "deny" && r.OnStoreError != "allow" {
+		bad(at+".onStoreError", "must be deny or allow, got %q", r.OnStoreError)
+	}
+}
+
+func joinAlgorithms() string {
+	s := make([]string, len(Algorithms))
+	for i, a := range Algorithms {
+		s[i] = string(a)
+	}
+	return strings.Join(s, ", ")
+}
+
+// parsePrefix reads a CIDR or a bare address (as its full-length prefix).
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// TrustedProxyPrefixes returns network.trustedProxies parsed; call it on a
+// validated Config.
+func (c *Config) TrustedProxyPrefixes() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(c.Network.TrustedProxies))
+	for _, s := range c.Network.TrustedProxies {
+		if p, err := parsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}

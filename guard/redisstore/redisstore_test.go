@@ -1,0 +1,736 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/internal/redistest"
+)
+
+var (
+	single  *redistest.Server
+	cluster *redistest.Cluster
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if single, err = redistest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if cluster, err = redistest.StartCluster(3); err != nil {
+		single.Close()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	single.Close()
+	cluster.Close()
+	os.Exit(code)
+}
+
+var secret = []byte("test-secret-0123456789")
+
+// backend is a Redis the tests run against.
+type backend struct {
+	name   string
+	client func() redis.UniversalClient
+}
+
+var backends = []backend{
+	{"redis", func() redis.UniversalClient { return single.Client() }},
+	{"cluster", func() redis.UniversalClient { return cluster.Client() }},
+}
+
+// forEachBackend runs f against a real redis-server and a real cluster;
+// afterwards it checks that every guard key has a TTL, then empties Redis.
+func forEachBackend(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			rdb := b.client()
+			t.Cleanup(func() {
+				ctx := context.Background()
+				bad, err := redistest.KeysWithoutTTL(ctx, rdb, "og:*")
+				if err != nil {
+					t.Errorf("scan keys: %v", err)
+				}
+				if len(bad) > 0 {
+					t.Errorf("guard keys without a TTL: %v", bad)
+				}
+				flush(t, rdb)
+				rdb.Close()
+			})
+			f(t, rdb)
+		})
+	}
+}
+
+func flush(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	var err error
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.FlushAll(ctx).Err() })
+	} else {
+		err = rdb.FlushAll(ctx).Err()
+	}
+	if err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+}
+
+// newGuard builds a guard over rdb with the given rules.
+func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
+	t.Helper()
+	cfg, err := guard.ParseConfig([]byte("store: {timeout: 2s}\nrules:\n" + yamlRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := redisstore.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func subject(t testing.TB, email, ip string) guard.Subject {
+	t.Helper()
+	d, err := guard.ParseEmail(email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := guard.ParseIP(ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return guard.Subject{Destination: d, IP: a, Account: "alice"}
+}
+
+func request(t testing.TB, email, ip string) guard.Request {
+	return guard.Request{Action: "test", Subject: subject(t, email, ip)}
+}
+
+func allow(t testing.TB, g *guard.Guard, req guard.Request) guard.Decision {
+	t.Helper()
+	d, err := g.Allow(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.StoreError != nil {
+		t.Fatalf("store error: %v", d.StoreError)
+	}
+	return d
+}
+
+func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		st := redisstore.New(rdb)
+		for _, alg := range guard.Algorithms {
+			t.Run(string(alg), func(t *testing.T) {
+				g := newGuard(t, st, fmt.Sprintf(`  - {name: one-key, action: test, key: [destination], limit: 10, window: 1h, algorithm: %s}`, alg))
+				req := request(t, "victim-"+string(alg)+"@example.com", "192.0.2.1")
+				if got := hammer(t, g, req, 500); got != 10 {
+					t.Fatalf("%d of 500 concurrent requests admitted, want exactly 10", got)
+				}
+			})
+		}
+	})
+}
+
+// hammer sends n concurrent requests and returns how many were admitted.
+func hammer(t *testing.T, g *guard.Guard, req guard.Request, n int) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			d, err := g.Allow(context.Background(), req)
+			if err != nil || d.StoreError != nil {
+				t.Errorf("allow: %v %v", err, d.StoreError)
+				return
+			}
+			if d.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return admitted.Load()
+}
+
+const threeRules = `
+  - {name: per-destination, action: test, key: [destination], limit: 10, window: 1h}
+  - {name: per-ip, action: test, key: [ip], limit: 1000, window: 1h, algorithm: sliding_window}
+  - {name: global, action: test, key: [global], limit: 1000, window: 1h, algorithm: token_bucket}
+`
+
+// Across three rules (three slots on the cluster), still exactly the limit,
+// and the denied requests gave back what the other rules had taken.
+func TestConcurrentMultiRuleRequests(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		g := newGuard(t, redisstore.New(rdb), threeRules)
+		req := request(t, "victim@example.com", "192.0.2.7")
+		if got := hammer(t, g, req, 500); got != 10 {
+			t.Fatalf("%d of 500 admitted, want exactly 10", got)
+		}
+		d := allow(t, g, request(t, "other@example.com", "192.0.2.7"))
+		if !d.Allowed {
+			t.Fatalf("a fresh destination was denied: %+v", d)
+		}
+		for _, r := range d.Rules[1:] {
+			if r.Remaining != 1000-11 {
+				t.Errorf("%s: remaining %d, want %d (only admitted requests consume)", r.Rule, r.Remaining, 1000-11)
+			}
+		}
+	})
+}
+
+// dump returns every guard key's value, without TTLs.
+func dump(t *testing.T, rdb redis.UniversalClient) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	var mu sync.Mutex
+	read := func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, "og:*").Result()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			var v string
+			switch typ := c.Type(ctx, k).Val(); typ {
+			case "string":
+				v = c.Get(ctx, k).Val()
+			case "hash":
+				v = fmt.Sprint(c.HGetAll(ctx, k).Val())
+			case "zset":
+				v = fmt.Sprint(c.ZRangeWithScores(ctx, k, 0, -1).Val())
+			default:
+				v = typ
+			}
+			mu.Lock()
+			out[k] = v
+			mu.Unlock()
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, read)
+	} else {
+		err = read(ctx, rdb.(*redis.Client))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestDeniedRequestConsumesNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		for _, alg := range guard.Algorithms {
+			t.Run(string(alg), func(t *testing.T) {
+				g := newGuard(t, redisstore.New(rdb), fmt.Sprintf(`
+  - {name: per-destination, action: test, key: [destination], limit: 2, window: 1h}
+  - {name: per-ip, action: test, key: [ip], limit: 100, window: 1h, algorithm: %[1]s}
+  - {name: per-account, action: test, key: [account], limit: 100, window: 1h, algorithm: %[1]s}
+  - {name: global, action: test, key: [global], limit: 100, window: 1h, algorithm: %[1]s}
+`, alg))
+				req := request(t, "victim-"+string(alg)+"@example.com", "192.0.2.9")
+				for i := range 2 {
+					if d := allow(t, g, req); !d.Allowed {
+						t.Fatalf("request %d denied: %+v", i, d)
+					}
+				}
+				before := dump(t, rdb)
+				for range 20 {
+					d := allow(t, g, req)
+					if d.Allowed || d.DeniedBy != "per-destination" || d.RetryAfter <= 0 {
+						t.Fatalf("want a denial by per-destination with a retry-after, got %+v", d)
+					}
+				}
+				if after := dump(t, rdb); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Fatalf("denied requests changed the counters:\nbefore %v\nafter  %v", before, after)
+				}
+				flush(t, rdb)
+			})
+		}
+	})
+}
+
+// countingHook counts the round trips (commands or pipelines) to one node,
+// leaving out the handshake of a new connection (HELLO, CLIENT SETINFO).
+type countingHook struct{ n *atomic.Int64 }
+
+func handshake(name string) bool { return name == "hello" || name == "client" || name == "auth" }
+
+func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !handshake(cmd.Name()) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !handshake(cmds[0].Name()) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func TestOneRoundTripPerNode(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		var n atomic.Int64
+		rdb := single.Client()
+		defer rdb.Close()
+		rdb.AddHook(countingHook{&n})
+		g := newGuard(t, redisstore.New(rdb), threeRules)
+		allow(t, g, request(t, "warm@example.com", "192.0.2.1")) // loads the script
+		n.Store(0)
+		for i := range 20 {
+			allow(t, g, request(t, fmt.Sprintf("u%d@example.com", i), "192.0.2.1"))
+		}
+		if got := n.Load(); got != 20 {
+			t.Fatalf("%d round trips for 20 decisions, want 20", got)
+		}
+		flush(t, rdb)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		var mu sync.Mutex
+		perNode := map[string]*atomic.Int64{}
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: cluster.Addrs(), ContextTimeoutEnabled: true,
+			NewClient: func(opt *redis.Options) *redis.Client {
+				c := redis.NewClient(opt)
+				mu.Lock()
+				n := &atomic.Int64{}
+				perNode[opt.Addr] = n
+				mu.Unlock()
+				c.AddHook(countingHook{n})
+				return c
+			},
+		})
+		defer rdb.Close()
+		st := redisstore.New(rdb)
+		if err := st.Preload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		g := newGuard(t, st, threeRules)
+		for i := range 5 { // learn the slots
+			allow(t, g, request(t, fmt.Sprintf("warm%d@example.com", i), "192.0.2.1"))
+		}
+		for i := range 20 {
+			mu.Lock()
+			for _, n := range perNode {
+				n.Store(0)
+			}
+			mu.Unlock()
+			allow(t, g, request(t, fmt.Sprintf("u%d@example.com", i), fmt.Sprintf("192.0.2.%d", i)))
+			mu.Lock()
+			var total int64
+			for addr, n := range perNode {
+				got := n.Load()
+				total += got
+				if got > 1 {
+					t.Errorf("decision %d: %d round trips to %s, want at most 1", i, got, addr)
+				}
+			}
+			mu.Unlock()
+			if total < 1 {
+				t.Errorf("decision %d: no round trip counted", i)
+			}
+		}
+		flush(t, rdb)
+	})
+}
+
+func TestEveryKeyHasATTL(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		g := newGuard(t, redisstore.New(rdb), `
+  - {name: fw, action: test, key: [destination], limit: 5, window: 1h}
+  - {name: sw, action: test, key: [ip], limit: 5, window: 1h, algorithm: sliding_window}
+  - {name: tb, action: test, key: [account], limit: 5, window: 1h, algorithm: token_bucket}
+  - {name: sl, action: test, key: [global], limit: 5, window: 1h, algorithm: sliding_log}
+  - {name: cc, action: test, key: [ip/56], limit: 5, window: 1h, algorithm: concurrency}
+  - {name: lock, action: test, key: [account, ip], count: failures, limit: 2, window: 1h, lockout: {initial: 1m, factor: 2, max: 1h}}
+`)
+		req := request(t, "ttl@example.com", "2001:db8::1")
+		for range 3 {
+			allow(t, g, req)
+			if _, err := g.Record(context.Background(), req, guard.Failure); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// the Cleanup of forEachBackend checks the TTLs of all these keys
+		if n := len(dump(t, rdb)); n < 7 {
+			t.Fatalf("only %d keys written", n)
+		}
+	})
+}
+
+func TestKeysHoldNoClearIdentifier(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		g := newGuard(t, redisstore.New(rdb), threeRules)
+		allow(t, g, request(t, "secret.person@example.com", "198.51.100.77"))
+		for k, v := range dump(t, rdb) {
+			for _, clear := range []string{"secret", "person", "example", "198.51", "alice"} {
+				if strings.Contains(strings.ToLower(k+v), clear) {
+					t.Errorf("key %q = %q holds %q", k, v, clear)
+				}
+			}
+			if len(k) > 64 {
+				t.Errorf("key %q is %d bytes", k, len(k))
+			}
+		}
+	})
+}
+
+// Window edges on a real server, in real time: a short window lets a
+// request through again once the reported Retry-After has passed.
+func TestWindowEdgesRealTime(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		for _, alg := range []guard.Algorithm{guard.FixedWindow, guard.SlidingWindow, guard.TokenBucket, guard.SlidingLog, guard.Concurrency} {
+			t.Run(string(alg), func(t *testing.T) {
+				g := newGuard(t, redisstore.New(rdb), fmt.Sprintf(`  - {name: edge, action: test, key: [destination], limit: 3, window: 400ms, algorithm: %s}`, alg))
+				req := request(t, "edge-"+string(alg)+"@example.com", "192.0.2.1")
+				for i := range 3 {
+					if d := allow(t, g, req); !d.Allowed || d.Rules[0].Remaining != int64(2-i) {
+						t.Fatalf("request %d: %+v", i, d)
+					}
+				}
+				d := allow(t, g, req)
+				if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 800*time.Millisecond {
+					t.Fatalf("4th request: want a denial with 0 < retry ≤ 800ms, got %+v", d)
+				}
+				time.Sleep(d.RetryAfter + 5*time.Millisecond)
+				if d := allow(t, g, req); !d.Allowed {
+					t.Fatalf("after Retry-After (%s) still denied: %+v", d.RetryAfter, d)
+				}
+			})
+		}
+	})
+}
+
+func TestConcurrencyLeasesRelease(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		g := newGuard(t, redisstore.New(rdb), `  - {name: inflight, action: test, key: [ip], limit: 2, window: 1m, algorithm: concurrency}`)
+		req := request(t, "cc@example.com", "192.0.2.1")
+		a, b := allow(t, g, req), allow(t, g, req)
+		if !a.Allowed || !b.Allowed || a.Lease == "" || a.Lease == b.Lease {
+			t.Fatalf("two leases: %+v %+v", a, b)
+		}
+		if d := allow(t, g, req); d.Allowed {
+			t.Fatal("a third lease was granted with limit 2")
+		}
+		if err := g.Release(context.Background(), req, a.Lease); err != nil {
+			t.Fatal(err)
+		}
+		if d := allow(t, g, req); !d.Allowed {
+			t.Fatalf("after a release still denied: %+v", d)
+		}
+	})
+}
+
+func TestStoreErrorPolicies(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	g := newGuard(t, redisstore.New(rdb), `
+  - {name: strict, action: otp.send, key: [destination], limit: 5, window: 1m}
+  - {name: lenient, action: login, key: [ip], limit: 2, window: 1m}
+`)
+	ctx := context.Background()
+	d, err := g.Allow(ctx, guard.Request{Action: "otp.send", Subject: subject(t, "a@example.com", "192.0.2.1")})
+	if err != nil || d.Allowed || d.StoreError == nil {
+		t.Fatalf("otp.send with Redis down: want a denial with a store error, got %+v %v", d, err)
+	}
+	login := guard.Request{Action: "login", Subject: subject(t, "a@example.com", "192.0.2.1")}
+	var allowed int
+	for range 5 {
+		d, err := g.Allow(ctx, login)
+		if err != nil || d.StoreError == nil {
+			t.Fatalf("login with Redis down: %+v %v", d, err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("the backstop admitted %d logins, want its limit 2", allowed)
+	}
+}
+
+// fixedClock drives the embedded miniredis clock: the scripts read TIME
+// from it, and its keys expire as it advances.
+type fixedClock struct {
+	mem *redisstore.Memory
+	now time.Time
+}
+
+func newFixedClock(t *testing.T) (*fixedClock, *redisstore.Memory) {
+	mem, err := redisstore.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	c := &fixedClock{mem: mem, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	mem.Server().SetTime(c.now)
+	return c, mem
+}
+
+func (c *fixedClock) advance(d time.Duration) {
+	c.now = c.now.Add(d)
+	c.mem.Server().SetTime(c.now)
+	c.mem.Server().FastForward(d)
+}
+
+type step struct {
+	at        time.Duration // since t0
+	allowed   bool
+	remaining int64
+	retry     time.Duration // when denied
+}
+
+// The algorithms at fixed instants t0…: limit 4 per 10s.
+func TestAlgorithmsAtFixedInstants(t *testing.T) {
+	s := time.Second
+	cases := map[guard.Algorithm][]step{
+		guard.FixedWindow: { // the window starts at the first hit
+			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
+			{4 * s, false, 0, 6 * s}, {9 * s, false, 0, 1 * s}, {10 * s, true, 3, 0}, {19 * s, true, 2, 0}, {20 * s, true, 3, 0},
+		},
+		guard.SlidingWindow: { // windows aligned on multiples of 10s; t0 is one
+			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
+			{4 * s, false, 0, 6*s + 2500*time.Millisecond}, // next window, once 4×(10-e)/10 ≤ 3
+			{12500 * time.Millisecond, true, 0, 0}, // 4×0.75 = 3 of the last window, +1
+			{13 * s, false, 0, 2 * s},              // 1 + ⌈4×0.7⌉ = 4; needs ⌈4×(10-e)/10⌉ ≤ 2, e ≥ 5s
+			{15 * s, true, 0, 0},
+			{16 * s, false, 0, 1500 * time.Millisecond}, // 2 + ⌈4×0.4⌉ = 4; needs ⌈4×(10-e)/10⌉ ≤ 1, e ≥ 7.5s
+			{30 * s, true, 3, 0},
+		},
+		guard.TokenBucket: { // burst 4, one token back every 2.5s
+			{0, true, 3, 0}, {0, true, 2, 0}, {0, true, 1, 0}, {0, true, 0, 0},
+			{0, false, 0, 2500 * time.Millisecond}, {2 * s, false, 0, 500 * time.Millisecond},
+			{2500 * time.Millisecond, true, 0, 0}, {12500 * time.Millisecond, true, 3, 0},
+		},
+		guard.SlidingLog: { // exactly 4 in any 10s
+			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
+			{4 * s, false, 0, 6 * s}, {10 * s, true, 0, 0}, {10 * s, false, 0, 1 * s}, {11 * s, true, 0, 0}, {25 * s, true, 3, 0},
+		},
+		guard.Concurrency: { // leases of 10s, never released here
+			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
+			{4 * s, false, 0, 6 * s}, {10 * s, true, 0, 0}, {10500 * time.Millisecond, false, 0, 500 * time.Millisecond},
+		},
+	}
+	for alg, steps := range cases {
+		t.Run(string(alg), func(t *testing.T) {
+			clock, mem := newFixedClock(t)
+			g := newGuard(t, mem, fmt.Sprintf(`  - {name: r, action: test, key: [destination], limit: 4, window: 10s, algorithm: %s}`, alg))
+			req := request(t, "fixed@example.com", "192.0.2.1")
+			var at time.Duration
+			for i, st := range steps {
+				clock.advance(st.at - at)
+				at = st.at
+				d := allow(t, g, req)
+				r := d.Rules[0]
+				if d.Allowed != st.allowed || r.Remaining != st.remaining || (!st.allowed && r.RetryAfter != st.retry) {
+					t.Errorf("t%d (+%s): allowed %v remaining %d retry %s; want %v %d %s",
+						i, st.at, d.Allowed, r.Remaining, r.RetryAfter, st.allowed, st.remaining, st.retry)
+				}
+			}
+		})
+	}
+}
+
+func TestProgressiveLockout(t *testing.T) {
+	clock, mem := newFixedClock(t)
+	g := newGuard(t, mem, `  - {name: login, action: login, key: [account, ip], count: failures, limit: 3, window: 15m, resetOnSuccess: true,
+      lockout: {initial: 1m, factor: 2, max: 3m}}`)
+	req := guard.Request{Action: "login", Subject: subject(t, "x@example.com", "192.0.2.1")}
+	ctx := context.Background()
+	fail := func() []guard.Result {
+		t.Helper()
+		if d := allow(t, g, req); !d.Allowed {
+			t.Fatalf("denied before the lockout: %+v", d)
+		}
+		res, err := g.Record(ctx, req, guard.Failure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for _, want := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 3 * time.Minute} {
+		fail()
+		fail()
+		res := fail()
+		if !res[0].Locked || res[0].RetryAfter != want {
+			t.Fatalf("third failure: want a lockout of %s, got %+v", want, res[0])
+		}
+		d := allow(t, g, req)
+		if d.Allowed || !d.Rules[0].Locked || d.RetryAfter != want {
+			t.Fatalf("during the lockout: want denied for %s, got %+v", want, d)
+		}
+		clock.advance(want - time.Second)
+		if d := allow(t, g, req); d.Allowed {
+			t.Fatalf("1s before the end of the %s lockout: allowed", want)
+		}
+		clock.advance(time.Second)
+	}
+	// a success clears the failures (not the lockout history)
+	fail()
+	fail()
+	if _, err := g.Record(ctx, req, guard.Success); err != nil {
+		t.Fatal(err)
+	}
+	if d := allow(t, g, req); !d.Allowed || d.Rules[0].Remaining != 3 {
+		t.Fatalf("after a success: want 3 remaining, got %+v", d)
+	}
+}
+
+func TestShadowAndSoftModes(t *testing.T) {
+	_, mem := newFixedClock(t)
+	g := newGuard(t, mem, `
+  - {name: shadow, action: test, key: [ip], limit: 2, window: 1m, mode: shadow}
+  - {name: soft, action: test, key: [destination], limit: 10, window: 1m, mode: soft, overage: 20%}
+`)
+	req := request(t, "soft@example.com", "192.0.2.1")
+	var got []string
+	for i := range 13 {
+		d := allow(t, g, req)
+		got = append(got, fmt.Sprintf("%d:%v/%v/%v/%v", i, d.Allowed, d.Rules[0].Allowed, d.Rules[1].Over, d.Rules[1].Remaining))
+	}
+	want := []string{
+		"0:true/true/false/9", "1:true/true/false/8", "2:true/false/false/7", "3:true/false/false/6",
+		"4:true/false/false/5", "5:true/false/false/4", "6:true/false/false/3", "7:true/false/false/2",
+		"8:true/false/false/1", "9:true/false/false/0", "10:true/false/true/0", "11:true/false/true/0",
+		"12:false/false/false/0",
+	}
+	// request 2 is the first the shadow rule would deny, and it is still
+	// allowed; the soft rule allows 10 + 20% = 12, the last two over its
+	// nominal limit, and denies the 13th.
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+	if d := allow(t, g, req); d.Allowed || d.DeniedBy != "soft" || d.RetryAfter <= 0 {
+		t.Fatalf("the 14th request: want denied by soft, got %+v", d)
+	}
+}
+
+// Two guards with their own clients agree, whatever their local clocks
+// say: all time is the server's. The server's clock is set seven minutes
+// behind the local one and only the server's clock moves the windows.
+func TestGuardsAgreeWhateverTheirClocks(t *testing.T) {
+	clock, mem := newFixedClock(t)
+	clock.now = time.Now().Add(-7 * time.Minute)
+	mem.Server().SetTime(clock.now)
+	rules := `  - {name: r, action: test, key: [destination], limit: 4, window: 1m, algorithm: sliding_log}`
+	other := redisstore.New(redis.NewClient(&redis.Options{Addr: mem.Server().Addr()}))
+	a, b := newGuard(t, mem, rules), newGuard(t, other, rules)
+	req := request(t, "skew@example.com", "192.0.2.1")
+	for i, g := range []*guard.Guard{a, b, a, b} {
+		if d := allow(t, g, req); !d.Allowed || d.Rules[0].Remaining != int64(3-i) {
+			t.Fatalf("request %d: %+v", i, d)
+		}
+	}
+	da, db := allow(t, a, req), allow(t, b, req)
+	if da.Allowed || db.Allowed || da.RetryAfter != time.Minute || db.RetryAfter != time.Minute {
+		t.Fatalf("both guards must deny with the same retry: %+v %+v", da, db)
+	}
+	clock.advance(time.Minute)
+	if d := allow(t, b, req); !d.Allowed {
+		t.Fatalf("after a minute of server time: %+v", d)
+	}
+}
+
+func TestPacerSpacesTurns(t *testing.T) {
+	_, mem := newFixedClock(t)
+	p, err := guard.NewPacer(mem, "ses", 2, time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var waits []time.Duration
+	for range 4 {
+		d, err := p.Reserve(ctx, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, d)
+	}
+	want := []time.Duration{0, 0, 500 * time.Millisecond, time.Second}
+	if fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	if d, err := p.Reserve(ctx, time.Second); err != guard.ErrWaitTooLong || d != 1500*time.Millisecond {
+		t.Fatalf("a turn 1.5s away with maxWait 1s: %s %v", d, err)
+	}
+	// the refused turn was not booked
+	if d, err := p.Reserve(ctx, 2*time.Second); err != nil || d != 1500*time.Millisecond {
+		t.Fatalf("next turn: %s %v", d, err)
+	}
+}
+
+func TestIPv6ClientsShareTheirSlash64(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		g := newGuard(t, redisstore.New(rdb), `  - {name: ip, action: test, key: [ip], limit: 3, window: 1m}`)
+		var allowed int
+		for i := range 10 {
+			a := netip.MustParseAddr(fmt.Sprintf("2001:db8:1:2:%x::%x", i*4099, i+1))
+			req := guard.Request{Action: "test", Subject: guard.Subject{IP: a}}
+			if allow(t, g, req).Allowed {
+				allowed++
+			}
+		}
+		if allowed != 3 {
+			t.Fatalf("10 addresses of one /64 got %d admissions, want 3", allowed)
+		}
+	})
+}
+
+func TestMissingDimensionIsAnError(t *testing.T) {
+	_, mem := newFixedClock(t)
+	g := newGuard(t, mem, `  - {name: acct, action: test, key: [account], limit: 3, window: 1m}`)
+	_, err := g.Allow(context.Background(), guard.Request{Action: "test"})
+	if err == nil || !strings.Contains(err.Error(), "no account") {
+		t.Fatalf("want an error naming the missing account, got %v", err)
+	}
+}
+
+func TestNoScriptAfterFlush(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		g := newGuard(t, redisstore.New(rdb), threeRules)
+		allow(t, g, request(t, "a@example.com", "192.0.2.1"))
+		ctx := context.Background()
+		if c, ok := rdb.(*redis.ClusterClient); ok {
+			_ = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() })
+		} else {
+			rdb.ScriptFlush(ctx)
+		}
+		if d := allow(t, g, request(t, "a@example.com", "192.0.2.1")); !d.Allowed || d.Rules[0].Remaining != 8 {
+			t.Fatalf("after SCRIPT FLUSH: %+v", d)
+		}
+	})
+}
+
+

@@ -1,0 +1,208 @@
+// Package redistest starts real redis-server processes for tests: a single
+// node, or a Redis Cluster of masters, on free loopback ports. It never
+// skips: a missing redis-server is an error (make test installs it).
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one running redis-server.
+type Server struct {
+	Addr string
+	Port int
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// Start runs a redis-server on a free loopback port, without persistence,
+// its files in a new temporary folder.
+func Start(extra ...string) (*Server, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, errors.New("redistest: redis-server is not installed; `make test` installs it (apt-get install redis-server)")
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+	s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}, extra...)
+	return s, s.Restart()
+}
+
+// Restart starts the server again after Stop, on the same port.
+func (s *Server) Restart() error {
+	s.cmd = exec.Command("redis-server", s.args...)
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	s.Stop()
+	return fmt.Errorf("redistest: redis-server on %s did not start: %s", s.Addr, log)
+}
+
+// Stop kills the server (it can be restarted).
+func (s *Server) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// Close stops the server and removes its files.
+func (s *Server) Close() {
+	s.Stop()
+	_ = os.RemoveAll(s.dir)
+}
+
+// Client returns a go-redis client for the server.
+func (s *Server) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+}
+
+// Cluster is a Redis Cluster of masters without replicas.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// StartCluster starts n masters and joins them into one cluster with every
+// slot covered.
+func StartCluster(n int) (*Cluster, error) {
+	c := &Cluster{}
+	for range n {
+		s, err := Start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, s)
+	}
+	args := []string{"--cluster", "create"}
+	args = append(args, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %v: %s", err, out)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range c.Nodes {
+		rdb := s.Client()
+		for {
+			info, err := rdb.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				rdb.Close()
+				c.Close()
+				return nil, fmt.Errorf("redistest: cluster did not settle: %v %s", err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		rdb.Close()
+	}
+	return c, nil
+}
+
+// Addrs returns the nodes' addresses.
+func (c *Cluster) Addrs() []string {
+	var a []string
+	for _, s := range c.Nodes {
+		a = append(a, s.Addr)
+	}
+	return a
+}
+
+// Client returns a go-redis cluster client.
+func (c *Cluster) Client() *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+}
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	for _, s := range c.Nodes {
+		s.Close()
+	}
+}
+
+// freePort finds a loopback port that is free, and whose cluster bus port
+// (port+10000) is free too.
+func freePort() (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		if b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000)); err == nil {
+			b.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("redistest: no free port pair")
+}
+
+// KeysWithoutTTL returns the keys matching pattern that have no TTL, on
+// every master of rdb.
+func KeysWithoutTTL(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	var bad []string
+	check := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			ttl, err := c.PTTL(ctx, it.Val()).Result()
+			if err != nil {
+				return err
+			}
+			if ttl == -1 {
+				bad = append(bad, it.Val())
+			}
+		}
+		return it.Err()
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		mu := make(chan struct{}, 1) // ForEachMaster runs the nodes in parallel
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			mu <- struct{}{}
+			defer func() { <-mu }()
+			return check(ctx, n)
+		})
+		return bad, err
+	case *redis.Client:
+		err := check(ctx, c)
+		return bad, err
+	}
+	return nil, fmt.Errorf("redistest: unsupported client %T", rdb)
+}
