@@ -523,8 +523,8 @@ func TestAlgorithmsAtFixedInstants(t *testing.T) {
 		guard.SlidingWindow: { // windows aligned on multiples of 10s; t0 is one
 			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
 			{4 * s, false, 0, 6*s + 2500*time.Millisecond}, // next window, once 4×(10-e)/10 ≤ 3
-			{12500 * time.Millisecond, true, 0, 0}, // 4×0.75 = 3 of the last window, +1
-			{13 * s, false, 0, 2 * s},              // 1 + ⌈4×0.7⌉ = 4; needs ⌈4×(10-e)/10⌉ ≤ 2, e ≥ 5s
+			{12500 * time.Millisecond, true, 0, 0},         // 4×0.75 = 3 of the last window, +1
+			{13 * s, false, 0, 2 * s},                      // 1 + ⌈4×0.7⌉ = 4; needs ⌈4×(10-e)/10⌉ ≤ 2, e ≥ 5s
 			{15 * s, true, 0, 0},
 			{16 * s, false, 0, 1500 * time.Millisecond}, // 2 + ⌈4×0.4⌉ = 4; needs ⌈4×(10-e)/10⌉ ≤ 1, e ≥ 7.5s
 			{30 * s, true, 3, 0},
@@ -732,5 +732,3 @@ func TestNoScriptAfterFlush(t *testing.T) {
 		}
 	})
 }
-
-

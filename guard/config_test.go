@@ -1,0 +1,95 @@
+package guard
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig()
+	if c.OTP.Length != 6 || c.OTP.TTL != 10*time.Minute || c.OTP.MaxAttempts != 5 || c.Store.Timeout != 50*time.Millisecond ||
+		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 12 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	byName := map[string]Rule{}
+	for _, r := range c.Rules {
+		byName[r.Name] = r
+	}
+	if r := byName["login-per-ip"]; r.Algorithm != TokenBucket || r.Count != CountFailures || r.OnStoreError != "allow" {
+		t.Errorf("login-per-ip: %+v", r)
+	}
+	if r := byName["otp-send-per-destination"]; r.Algorithm != FixedWindow || r.Mode != ModeEnforce || r.OnStoreError != "deny" || r.Limit != 2 || r.Window != time.Minute {
+		t.Errorf("otp-send-per-destination: %+v", r)
+	}
+	if r := byName["login-per-account-ip"]; r.Lockout == nil || r.Lockout.Max != time.Hour || r.Lockout.Reset != 24*time.Hour || !r.ResetOnSuccess {
+		t.Errorf("login-per-account-ip: %+v", r)
+	}
+}
+
+func TestConfigOverlay(t *testing.T) {
+	c, err := ParseConfig([]byte("otp: {length: 8, sms: {defaultRegion: GB}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OTP.Length != 8 || c.OTP.SMS.DefaultRegion != "GB" || c.OTP.TTL != 10*time.Minute || len(c.OTP.SMS.AllowedTypes) != 2 || len(c.Rules) != 12 {
+		t.Fatalf("overlay: %+v", c.OTP)
+	}
+	c, err = ParseConfig([]byte("rules:\n  - {name: only, action: otp.send, key: [ip], limit: 3, window: 1m, mode: soft}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rules) != 1 || c.Rules[0].Overage != 0.1 {
+		t.Fatalf("a rules list replaces the defaults whole: %+v", c.Rules)
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	rule := func(s string) string {
+		return "rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m" + s + "}\n"
+	}
+	cases := []struct{ doc, want string }{
+		{rule(", algorithm: leaky"), `rules[0] (r).algorithm: unknown algorithm "leaky"`},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 0, window: 1m}\n", "rules[0] (r).limit: must be 1"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: -3, window: 1m}\n", "rules[0] (r).limit"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m}\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m}\n", `rules[1].name: "r" is already the name of rules[0]`},
+		{"rules:\n  - {name: r, action: login, key: [ipaddr], limit: 5, window: 1m}\n", `rules[0] (r).key[0]: unknown dimension "ipaddr"`},
+		{"rules:\n  - {name: r, action: login, key: [], limit: 5, window: 1m}\n", "rules[0] (r).key: must list at least one dimension"},
+		{"rules:\n  - {name: r, action: login, key: [ip, ip], limit: 5, window: 1m}\n", `rules[0] (r).key[1]: dimension "ip" is listed twice`},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 10ms}\n", "rules[0] (r).window: must be 100ms to 720h0m0s, got 10ms"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 60}\n", "line 2: cannot unmarshal !!int `60` into time.Duration"},
+		{rule(", lockout: {initial: 1m, factor: 2, max: 1h}"), "rules[0] (r).lockout: needs count: failures"},
+		{rule(", count: failures, lockout: {initial: 1m, factor: 0.5, max: 1h}"), "rules[0] (r).lockout.factor"},
+		{rule(", count: failures, lockout: {initial: 1h, factor: 2, max: 1m}"), "rules[0] (r).lockout.max"},
+		{rule(", count: failures, algorithm: concurrency"), "rules[0] (r).count: failures cannot be counted with the concurrency algorithm"},
+		{rule(", count: successes"), `rules[0] (r).count: must be "requests" or "failures"`},
+		{rule(", mode: dry-run"), `rules[0] (r).mode: must be enforce, shadow or soft`},
+		{rule(", overage: 10%"), "rules[0] (r).overage: only applies to mode soft"},
+		{rule(", when: {country: US}"), "rules[0] (r).when.country: unknown filter"},
+		{rule(", onStoreError: ignore"), `rules[0] (r).onStoreError: must be deny or allow`},
+		{rule(", resetOnSuccess: true"), "rules[0] (r).resetOnSuccess: needs count: failures"},
+		{rule(", color: red"), "field color not found"},
+		{"rules:\n  - {name: 'bad name!', action: login, key: [ip], limit: 5, window: 1m}\n", "rules[0].name"},
+		{"rules:\n  - {name: r, action: Login, key: [ip], limit: 5, window: 1m}\n", "rules[0] (r).action"},
+		{"otp: {length: 4}", "otp.length: must be 6 to 10"},
+		{"otp: {ttl: 11m}", "otp.ttl"},
+		{"otp: {maxAttempts: 0}", "otp.maxAttempts"},
+		{"otp: {purposes: []}", "otp.purposes"},
+		{"otp: {sms: {defaultRegion: XX}}", "otp.sms.defaultRegion"},
+		{"otp: {sms: {allowedCountries: [US, Narnia]}}", "otp.sms.allowedCountries[1]"},
+		{"otp: {sms: {allowedTypes: [cellular]}}", "otp.sms.allowedTypes[0]"},
+		{"token: {ttl: 0s}", "token.ttl"},
+		{"network: {trustedProxies: [10.0.0.0/33]}", "network.trustedProxies[0]"},
+		{"network: {ipv6Prefix: 16}", "network.ipv6Prefix"},
+		{"store: {timeout: 0s}", "store.timeout"},
+		{"store: {timeout: soon}", "line 1: cannot unmarshal !!str `soon`"},
+		{"otp: [1, 2]", "cannot unmarshal"},
+		{"otp: {length: 6}\n---\notp: {length: 7}\n", "more than one YAML document"},
+	}
+	for _, c := range cases {
+		_, err := ParseConfig([]byte(c.doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseConfig(%q):\n got  %v\n want an error containing %q", c.doc, err, c.want)
+		}
+	}
+}
