@@ -210,22 +210,23 @@ local function refund(op)
   end
 end
 
--- Parse the ops.
+-- Parse the ops; the fields only some ops use are read when present.
 local ops, k = {}, 1
 for i = 1, tonumber(ARGV[1]) do
   local b = 1 + (i - 1) * NF
   local op = {
     kind = ARGV[b + 1], alg = ARGV[b + 2], limit = tonumber(ARGV[b + 3]), window = tonumber(ARGV[b + 4]),
-    cost = tonumber(ARGV[b + 5]), enforce = ARGV[b + 6] == '1', lock_initial = tonumber(ARGV[b + 7]),
-    lock_factor = tonumber(ARGV[b + 8]), lock_max = tonumber(ARGV[b + 9]), lock_reset = tonumber(ARGV[b + 10]),
-    member = ARGV[b + 11], at = tonumber(ARGV[b + 12]), max_wait = tonumber(ARGV[b + 13]),
-    key = KEYS[k],
+    cost = tonumber(ARGV[b + 5]), enforce = ARGV[b + 6] == '1', member = ARGV[b + 11], key = KEYS[k],
   }
   k = k + 1
-  if op.lock_initial > 0 then
+  if ARGV[b + 7] ~= '0' then
+    op.lock_initial, op.lock_factor = tonumber(ARGV[b + 7]), tonumber(ARGV[b + 8])
+    op.lock_max, op.lock_reset = tonumber(ARGV[b + 9]), tonumber(ARGV[b + 10])
     op.lock, op.strikes = KEYS[k], KEYS[k + 1]
     k = k + 2
   end
+  if op.kind == 'refund' then op.at = tonumber(ARGV[b + 12]) end
+  if op.kind == 'reserve' then op.max_wait = tonumber(ARGV[b + 13]) end
   ops[i] = op
 end
 

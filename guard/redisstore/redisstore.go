@@ -37,9 +37,6 @@ var batchLua string
 
 var batchScript = redis.NewScript(batchLua)
 
-// fieldsPerOp is the NF of batch.lua.
-const fieldsPerOp = 13
-
 // Client is the part of go-redis the store uses; *redis.Client,
 // *redis.ClusterClient and *redis.Ring all fit.
 type Client interface {
@@ -167,6 +164,7 @@ func (s *Store) group(ops []guard.Op) []*group {
 	return groups
 }
 
+// appendOp encodes op as the NF (13) fields per op batch.lua reads.
 func appendOp(args []any, op guard.Op) []any {
 	us := func(d time.Duration) int64 { return d.Microseconds() }
 	var lockInitial, lockMax, lockReset int64

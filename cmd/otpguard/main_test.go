@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	env := map[string]string{"GUARD_ADDR": addr}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, func(k string) string { return env[k] }, &out, io.Discard) }()
+
+	var resp *http.Response
+	for range 100 {
+		if resp, err = http.Get("http://" + addr + "/healthz"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"status":"ok"}` {
+		t.Fatalf("GET /healthz: %d %s", resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !strings.Contains(out.String(), "listening on http://"+addr) {
+		t.Fatalf("stdout: %q", out.String())
+	}
+}
+
+func TestRunRejectsABadConfigNamingTheField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte("rules:\n  - {name: r, action: login, key: [ip], limit: 0, window: 1m}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), func(k string) string { return map[string]string{"GUARD_CONFIG": path}[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "rules[0] (r).limit") {
+		t.Fatalf("want an error naming rules[0] (r).limit, got %v", err)
+	}
+}
