@@ -276,36 +276,12 @@ func TestDeniedRequestConsumesNothing(t *testing.T) {
 	})
 }
 
-// countingHook counts the round trips (commands or pipelines) to one node,
-// leaving out the handshake of a new connection (HELLO, CLIENT SETINFO).
-type countingHook struct{ n *atomic.Int64 }
-
-func handshake(name string) bool { return name == "hello" || name == "client" || name == "auth" }
-
-func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !handshake(cmd.Name()) {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if !handshake(cmds[0].Name()) {
-			h.n.Add(1)
-		}
-		return next(ctx, cmds)
-	}
-}
-
 func TestOneRoundTripPerNode(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		var n atomic.Int64
 		rdb := single.Client()
 		defer rdb.Close()
-		rdb.AddHook(countingHook{&n})
+		rdb.AddHook(redistest.RoundTrips{N: &n})
 		g := newGuard(t, redisstore.New(rdb), threeRules)
 		allow(t, g, request(t, "warm@example.com", "192.0.2.1")) // loads the script
 		n.Store(0)
@@ -328,7 +304,7 @@ func TestOneRoundTripPerNode(t *testing.T) {
 				n := &atomic.Int64{}
 				perNode[opt.Addr] = n
 				mu.Unlock()
-				c.AddHook(countingHook{n})
+				c.AddHook(redistest.RoundTrips{N: n})
 				return c
 			},
 		})

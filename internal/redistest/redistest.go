@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -205,4 +206,34 @@ func KeysWithoutTTL(ctx context.Context, rdb redis.UniversalClient, pattern stri
 		return bad, err
 	}
 	return nil, fmt.Errorf("redistest: unsupported client %T", rdb)
+}
+
+// RoundTrips is a go-redis hook that counts round trips to one client:
+// each command or pipeline sent, leaving out the handshake of a new
+// connection (HELLO, CLIENT SETINFO, AUTH).
+type RoundTrips struct{ N *atomic.Int64 }
+
+func handshake(name string) bool { return name == "hello" || name == "client" || name == "auth" }
+
+// DialHook passes dials through uncounted.
+func (h RoundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook counts one command.
+func (h RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !handshake(cmd.Name()) {
+			h.N.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook counts one pipeline.
+func (h RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && !handshake(cmds[0].Name()) {
+			h.N.Add(1)
+		}
+		return next(ctx, cmds)
+	}
 }

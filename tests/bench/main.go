@@ -74,7 +74,7 @@ func run() error {
 	var trips atomic.Int64
 	newClient := func() *redis.Client {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
-		c.AddHook(tripCounter{&trips})
+		c.AddHook(redistest.RoundTrips{N: &trips})
 		return c
 	}
 	ctx := context.Background()
@@ -227,30 +227,6 @@ func load(ctx context.Context, f decider, conc int, d time.Duration) ([]time.Dur
 	}
 	wg.Wait()
 	return all, time.Since(start), firstErr
-}
-
-// tripCounter counts commands and pipelines sent, leaving out the
-// handshake of new connections.
-type tripCounter struct{ n *atomic.Int64 }
-
-func handshake(name string) bool { return name == "hello" || name == "client" || name == "auth" }
-
-func (h tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !handshake(cmd.Name()) {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if !handshake(cmds[0].Name()) {
-			h.n.Add(1)
-		}
-		return next(ctx, cmds)
-	}
 }
 
 // serverMicros is the CPU time redis-server spent in commands since the

@@ -1,0 +1,35 @@
+package guard_test
+
+import (
+	"fmt"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+// Variants of one mailbox are counted as one; mail still goes to the
+// address as typed, with its domain normalized.
+func ExampleParseEmail() {
+	for _, s := range []string{"Victim+promo@GoogleMail.com", "v.i.c.t.i.m@gmail.com", "ｖｉｃｔｉｍ@bücher.de"} {
+		d, err := guard.ParseEmail(s)
+		fmt.Println(d.Address, d.Key, err)
+	}
+	_, err := guard.ParseEmail("vic\u200btim@gmail.com")
+	fmt.Println(err)
+	// Output:
+	// Victim+promo@googlemail.com victim@gmail.com <nil>
+	// v.i.c.t.i.m@gmail.com victim@gmail.com <nil>
+	// victim@xn--bcher-kva.de victim@xn--bcher-kva.de <nil>
+	// invalid input: email contains control or invisible characters
+}
+
+func ExampleParsePhone() {
+	policy := guard.DefaultConfig().PhonePolicy()
+	for _, s := range []string{"(201) 555-0123", "+44 7400 123456", "+1 900 555 0123"} {
+		d, err := guard.ParsePhone(s, policy)
+		fmt.Println(d.Address, d.Country, d.Prefix, err)
+	}
+	// Output:
+	// +12015550123 US +1201555 <nil>
+	// +447400123456 GB +44740012 <nil>
+	//    invalid input: SMS to premium rate numbers is not allowed
+}
