@@ -23,7 +23,8 @@ func ExampleParseEmail() {
 }
 
 func ExampleParsePhone() {
-	policy := guard.DefaultConfig().PhonePolicy()
+	cfg := guard.DefaultConfig()
+	policy := cfg.PhonePolicy()
 	for _, s := range []string{"(201) 555-0123", "+44 7400 123456", "+1 900 555 0123"} {
 		d, err := guard.ParsePhone(s, policy)
 		fmt.Println(d.Address, d.Country, d.Prefix, err)
