@@ -399,10 +399,13 @@ func (g *Guard) dimension(dim string, s Subject) (string, error) {
 		v = s.Destination.Prefix
 	case "account":
 		v = s.Account
-	case "ip", "ip/56", "ip/48":
+	case "ip":
 		if s.IP.IsValid() {
-			bits := map[string]int{"ip": g.ipv6Bits, "ip/56": 56, "ip/48": 48}[dim]
-			v = IPKey(s.IP, bits)
+			v = IPKey(s.IP, g.ipv6Bits)
+		}
+	case "ip/56", "ip/48":
+		if s.IP.IsValid() {
+			v = IPKey(s.IP, map[string]int{"ip/56": 56, "ip/48": 48}[dim])
 		}
 	case "global":
 		return "", nil
