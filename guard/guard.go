@@ -405,7 +405,11 @@ func (g *Guard) dimension(dim string, s Subject) (string, error) {
 		}
 	case "ip/56", "ip/48":
 		if s.IP.IsValid() {
-			v = IPKey(s.IP, map[string]int{"ip/56": 56, "ip/48": 48}[dim])
+			bits := 56
+			if dim == "ip/48" {
+				bits = 48
+			}
+			v = IPKey(s.IP, bits)
 		}
 	case "global":
 		return "", nil
