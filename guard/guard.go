@@ -66,6 +66,9 @@ type Result struct {
 	// StoreError reports that the store failed and the rule's onStoreError
 	// policy decided.
 	StoreError bool
+	// Skipped reports that the rule was not evaluated because another
+	// rule of the request denied first (Redis Cluster, see redisstore).
+	Skipped bool
 }
 
 // Decision is the answer to [Guard.Allow].
@@ -338,6 +341,7 @@ func (r *rule) result(o OpResult) Result {
 	res := Result{
 		Rule: r.Name, Mode: r.Mode, Allowed: o.Allowed, Limit: r.Limit,
 		Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: o.RetryAfter, Locked: o.Locked,
+		Skipped: o.Skipped,
 	}
 	if extra := r.limit - r.Limit; extra > 0 {
 		res.Remaining -= extra

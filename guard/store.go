@@ -84,6 +84,12 @@ type OpResult struct {
 	Locked bool
 	// Now is the store's clock when the Op was applied.
 	Now time.Time
+	// Skipped reports that the Op was not applied because an earlier part
+	// of the batch denied (a Redis Cluster decides slot by slot).
+	Skipped bool
+	// Took reports, for a Take, that its group consumed (the store's
+	// bookkeeping for refunds).
+	Took bool
 }
 
 // HashTag returns the part of key between the first { and the next }, the

@@ -1,20 +1,23 @@
-// Command otpguard runs otpguard as one local HTTP server: the guard on an
-// embedded Redis (or REDIS_URL), configured by GUARD_CONFIG.
+// Command otpguard runs the whole otpguard API as one local HTTP server:
+// the guard on an embedded Redis (or REDIS_URL), configured by
+// GUARD_CONFIG, with the local outbox instead of SES and SNS.
 //
 // Environment:
 //
-//	GUARD_ADDR    listen address (default 127.0.0.1:8080)
-//	REDIS_URL     redis:// or rediss:// URL, or a comma-separated list of
-//	              cluster nodes; unset: an embedded in-process Redis
-//	GUARD_CONFIG  path of a YAML config laid over the default
-//	GUARD_SECRET  key-hashing secret (at least 16 bytes); unset: a random
-//	              one per start, so counters in a real Redis start afresh
+//	GUARD_ADDR         listen address (default 127.0.0.1:8080)
+//	REDIS_URL          redis:// or rediss:// URL, or a comma-separated list
+//	                   of cluster nodes; unset: an embedded in-process Redis
+//	GUARD_CONFIG       path of a YAML config laid over the default
+//	OUTBOX_PATH        file the outbox appends messages to; unset: stderr
+//	GUARD_SECRET       key-hashing secret (at least 16 bytes); unset: a
+//	                   random one per start, so counters start afresh
+//	GUARD_SIGNING_KEY  Ed25519 token key (PKCS #8 PEM or base64 seed);
+//	                   unset: an ephemeral key per start
 package main
 
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +32,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/otp"
+	"github.com/otpguard/otpguard/guard/outbox"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/token"
 )
 
 func main() {
@@ -78,24 +85,40 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer backstop.Close()
-	if _, err := guard.New(cfg, store, guard.Options{Secret: secret, Backstop: backstop}); err != nil {
+	g, err := guard.New(cfg, store, guard.Options{Secret: secret, Backstop: backstop})
+	if err != nil {
 		return err
 	}
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), cfg.Store.Timeout)
-		defer cancel()
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": "Service Unavailable",
-				"status": 503, "detail": "the store does not answer", "code": "store_unavailable"})
-			return
+	codes, err := otp.New(cfg, redisstore.NewCodes(rdb), secret)
+	if err != nil {
+		return err
+	}
+	key := token.Generate()
+	if s := getenv("GUARD_SIGNING_KEY"); s != "" {
+		if key, err = token.ParseKey(s); err != nil {
+			return fmt.Errorf("GUARD_SIGNING_KEY: %w", err)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	}
+	tokens, err := token.NewSigner(key, cfg.Token.Issuer, cfg.Token.TTL)
+	if err != nil {
+		return err
+	}
+	var box io.Writer = stderr
+	if path := getenv("OUTBOX_PATH"); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("OUTBOX_PATH: %w", err)
+		}
+		defer f.Close()
+		box = f
+	}
+	handler, err := api.NewServer(api.Deps{
+		Config: cfg, Guard: g, Codes: codes, Tokens: tokens, Sender: outbox.New(box, nil), Log: log,
+		Health: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 	})
+	if err != nil {
+		return err
+	}
 
 	addr := getenv("GUARD_ADDR")
 	if addr == "" {
@@ -105,7 +128,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "otpguard listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

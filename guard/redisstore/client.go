@@ -16,7 +16,9 @@ import (
 // addresses (URLs or host:port) for a Redis Cluster. A single URL with the
 // query parameter cluster=true is a cluster reached through one endpoint
 // (ElastiCache Serverless). Deadlines come from the caller's context
-// (ContextTimeoutEnabled), and connections are kept for reuse.
+// (ContextTimeoutEnabled), and connections are kept for reuse. Commands are
+// never retried by the client (MaxRetries -1): go-redis would resend a
+// script whose reply was lost, and the script may already have consumed.
 func NewClient(addrs string) (redis.UniversalClient, error) {
 	parts := strings.Split(addrs, ",")
 	if len(parts) == 1 && !strings.Contains(parts[0], "cluster=") {
@@ -26,9 +28,10 @@ func NewClient(addrs string) (redis.UniversalClient, error) {
 		}
 		opt.ContextTimeoutEnabled = true
 		opt.DialTimeout = time.Second
+		opt.MaxRetries = -1
 		return redis.NewClient(opt), nil
 	}
-	copt := &redis.ClusterOptions{ContextTimeoutEnabled: true, DialTimeout: time.Second}
+	copt := &redis.ClusterOptions{ContextTimeoutEnabled: true, DialTimeout: time.Second, MaxRetries: -1}
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
 		if !strings.Contains(p, "://") {
@@ -73,7 +76,7 @@ func NewMemory() (*Memory, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start embedded redis: %w", err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	return &Memory{Store: New(rdb), srv: srv, rdb: rdb}, nil
 }
 

@@ -2,16 +2,19 @@
 // UniversalClient: a single node, a Redis Cluster or an in-process
 // miniredis all run the same Lua script (batch.lua).
 //
-// A decision costs one round trip per Redis node. On a single node every
-// operation of a decision goes into one script call, so the whole decision
-// is atomic. On a cluster the operations are grouped by hash tag (the
-// guard puts a subject's keys under one tag): one script call per group,
-// all pipelined, so each node gets one round trip and no script spans two
-// slots. Each group is atomic; when one group denies while another has
-// consumed, the store gives the other group's consumption back (a second
-// round trip, on denials only). Between the two, a concurrent request may
-// see the consumed units and be denied: the cluster errs towards denying,
-// never towards admitting more than a limit.
+// On a single node every operation of a decision goes into one script
+// call, one round trip, so the whole decision is atomic. On a cluster the
+// operations are grouped by hash tag (the guard puts a subject's keys under
+// one tag), one script call per group, so no script spans two slots, in
+// two phases: first the group of the most selective rule (the smallest
+// limit) alone, then, only if it allowed, all the other groups pipelined,
+// one round trip per node. Each group is atomic. When a group of the
+// second phase denies, the store gives back what the allowing groups took
+// (one more round trip, on such denials only). Between the two, a
+// concurrent request may see the consumed units and be denied: the cluster
+// errs towards denying, never towards admitting more than a limit. The
+// first phase keeps that rare: requests that the most selective rule
+// denies (most denials, in a flood) never touch the other slots.
 //
 // Replies lost to a timeout are not retried: the script may have run.
 // Only NOSCRIPT (the script did not run) is answered by sending the script
@@ -23,6 +26,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,50 +93,94 @@ type group struct {
 // Do applies ops; see the package comment for the atomicity it gives.
 func (s *Store) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error) {
 	groups := s.group(ops)
-	replies, err := s.run(ctx, groups)
+	res := make([]guard.OpResult, len(ops))
+	if len(groups) == 1 {
+		_, err := s.apply(ctx, groups, res)
+		return res, err
+	}
+	// Phase 1: the most selective group alone. When it denies, no other
+	// slot is touched, so a flood that one rule stops leaves no transient
+	// consumption in the others' counters.
+	first := mostSelective(ops, groups)
+	ok, err := s.apply(ctx, groups[first:first+1], res)
 	if err != nil {
 		return nil, err
 	}
-	res := make([]guard.OpResult, len(ops))
-	batchOK := true
-	groupOK := make([]bool, len(groups))
-	for gi, g := range groups {
-		ok, now, rs, err := parseReply(replies[gi], len(g.idx))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", guard.ErrStoreUnavailable, err)
+	rest := slices.Delete(slices.Clone(groups), first, first+1)
+	if !ok {
+		for _, g := range rest {
+			for _, i := range g.idx {
+				res[i] = guard.OpResult{Allowed: true, Skipped: true}
+			}
 		}
-		groupOK[gi] = ok
-		batchOK = batchOK && ok
-		for j, i := range g.idx {
-			rs[j].Now = now
-			res[i] = rs[j]
+		return res, nil
+	}
+	// Phase 2: the other groups, pipelined, one round trip per node.
+	restOK, err := s.apply(ctx, rest, res)
+	if err != nil {
+		// Phase 1 consumed; the units stay taken until their window ends
+		// (errs towards denying).
+		return nil, err
+	}
+	if restOK {
+		return res, nil
+	}
+	// Another slot denied: give back what the allowing slots took. If the
+	// refund fails the units stay taken until their window ends: a denial
+	// of a few later requests, never an excess admission.
+	var refunds []guard.Op
+	for i, op := range ops {
+		if op.Kind == guard.Take && res[i].Allowed && res[i].Took {
+			r := op
+			r.Kind, r.At = guard.Refund, res[i].Now
+			refunds = append(refunds, r)
+			res[i].Remaining += op.Cost
+			res[i].Took = false
 		}
 	}
-	if !batchOK && len(groups) > 1 {
-		// Another slot denied: give back what the allowing slots took. If
-		// the refund fails the units stay taken until their window ends:
-		// a denial of a few later requests, never an excess admission.
-		var refunds []guard.Op
-		for gi, g := range groups {
-			if !groupOK[gi] {
-				continue
-			}
-			for _, i := range g.idx {
-				if ops[i].Kind == guard.Take && res[i].Allowed {
-					r := ops[i]
-					r.Kind, r.At = guard.Refund, res[i].Now
-					refunds = append(refunds, r)
-					res[i].Remaining += ops[i].Cost
-				}
-			}
-		}
-		if len(refunds) > 0 {
-			if _, err := s.run(ctx, s.group(refunds)); err != nil {
-				return nil, fmt.Errorf("refund after a denial: %w", err)
-			}
+	if len(refunds) > 0 {
+		if _, err := s.run(ctx, s.group(refunds)); err != nil {
+			return nil, fmt.Errorf("refund after a denial: %w", err)
 		}
 	}
 	return res, nil
+}
+
+// apply runs groups (pipelined when several) and fills res for their
+// ops. ok reports whether every group allowed.
+func (s *Store) apply(ctx context.Context, groups []*group, res []guard.OpResult) (ok bool, err error) {
+	replies, err := s.run(ctx, groups)
+	if err != nil {
+		return false, err
+	}
+	ok = true
+	for gi, g := range groups {
+		gok, now, rs, err := parseReply(replies[gi], len(g.idx))
+		if err != nil {
+			return false, fmt.Errorf("%w: %v", guard.ErrStoreUnavailable, err)
+		}
+		ok = ok && gok
+		for j, i := range g.idx {
+			rs[j].Now = now
+			rs[j].Took = gok
+			res[i] = rs[j]
+		}
+	}
+	return ok, nil
+}
+
+// mostSelective returns the group holding the enforcing op with the
+// smallest limit: the rule most likely to deny goes first.
+func mostSelective(ops []guard.Op, groups []*group) int {
+	best, bestLimit := 0, int64(-1)
+	for gi, g := range groups {
+		for _, i := range g.idx {
+			if ops[i].Enforce && (bestLimit < 0 || ops[i].Limit < bestLimit) {
+				best, bestLimit = gi, ops[i].Limit
+			}
+		}
+	}
+	return best
 }
 
 // group splits ops into one script call per hash tag (one per batch on a

@@ -276,6 +276,8 @@ func TestDeniedRequestConsumesNothing(t *testing.T) {
 	})
 }
 
+// TestOneRoundTripPerNode: one script call per decision on a single node;
+// on a cluster at most one round trip per node per phase (two phases).
 func TestOneRoundTripPerNode(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		var n atomic.Int64
@@ -329,8 +331,8 @@ func TestOneRoundTripPerNode(t *testing.T) {
 			for addr, n := range perNode {
 				got := n.Load()
 				total += got
-				if got > 1 {
-					t.Errorf("decision %d: %d round trips to %s, want at most 1", i, got, addr)
+				if got > 2 {
+					t.Errorf("decision %d: %d round trips to %s, want at most 2 (one per phase)", i, got, addr)
 				}
 			}
 			mu.Unlock()

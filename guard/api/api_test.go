@@ -1,0 +1,98 @@
+package api
+
+import (
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+func TestDecodeBytes(t *testing.T) {
+	for _, c := range []struct {
+		body  string
+		field string // "" means accepted
+	}{
+		{`{"a":"x","b":"y"}`, ""},
+		{` {"a":"x"} ` + "\n", ""},
+		{`{"a":null}`, ""},
+		{`{"a":"x","a":"y"}`, "body"},
+		{`{"a":"x","c":{"d":1,"d":2}}`, "body"},
+		{`{"a":"x","A":"y"}`, "A"},
+		{`{"z":"x"}`, "z"},
+		{`{"a":1}`, "a"},
+		{`{"a":["x"]}`, "a"},
+		{`{"a":"x"}{"b":"y"}`, "body"},
+		{`{"a":"x"},`, "body"},
+		{`[]`, "body"},
+		{`"x"`, "body"},
+		{``, "body"},
+		{`{"a":"x` + "\xc3\x28" + `"}`, "body"},
+		{`{"a":"x\u0000"}`, "body"},
+		{`{"a":"x"`, "body"},
+		{`{"a":"` + strings.Repeat("[", 100) + `"}`, ""},
+	} {
+		var a, b string
+		p := decodeBytes([]byte(c.body), map[string]any{"a": &a, "b": &b, "c": new(map[string]int)})
+		switch {
+		case c.field == "" && p != nil:
+			t.Errorf("%q: refused: %v %v", c.body, p, p.Errors)
+		case c.field != "" && (p == nil || p.Status != 400 || p.Errors[c.field] == ""):
+			t.Errorf("%q: want a 400 naming %q, got %+v", c.body, c.field, p)
+		}
+	}
+}
+
+func TestDecodeLimitsTheBody(t *testing.T) {
+	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"a":"`+strings.Repeat("x", MaxBody)+`"}`))
+	var a string
+	if p := decode(httptest.NewRecorder(), r, map[string]any{"a": &a}); p == nil || p.Status != 413 || p.Code != "payload_too_large" {
+		t.Fatalf("got %+v", p)
+	}
+}
+
+func TestClientIP(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}
+	for _, c := range []struct {
+		peer string
+		xff  []string
+		want string // "" = cannot be determined
+	}{
+		{"192.0.2.7:5555", nil, "192.0.2.7"},
+		{"192.0.2.7:5555", []string{"203.0.113.9"}, "192.0.2.7"},                   // untrusted peer: header ignored
+		{"[::ffff:192.0.2.7]:1", nil, "192.0.2.7"},                                 // IPv4-mapped
+		{"10.1.2.3:80", []string{"203.0.113.9"}, "203.0.113.9"},                    // trusted proxy
+		{"10.1.2.3:80", []string{"1.1.1.1, 203.0.113.9, 10.9.9.9"}, "203.0.113.9"}, // right-most untrusted
+		{"10.1.2.3:80", []string{"1.1.1.1", "203.0.113.9"}, "203.0.113.9"},         // several header lines
+		{"10.1.2.3:80", []string{"garbage, 203.0.113.9"}, "203.0.113.9"},
+		{"10.1.2.3:80", []string{"203.0.113.9, garbage"}, "10.1.2.3"}, // unreadable hop: the proxy saw the sender
+		{"10.1.2.3:80", nil, "10.1.2.3"},                              // no header: the proxy itself
+		{"[2001:db8::1]:443", []string{"2001:db8::2, 2600::1"}, "2600::1"},
+		{"not-an-address", nil, ""},
+		{"", nil, ""},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.peer
+		for _, v := range c.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		got, ok := clientIP(r, trusted)
+		if (c.want == "") != !ok || (ok && got.String() != c.want) {
+			t.Errorf("peer %q xff %q: got %v %v, want %q", c.peer, c.xff, got, ok, c.want)
+		}
+	}
+}
+
+func TestMask(t *testing.T) {
+	for d, want := range map[guard.Destination]string{
+		{Channel: guard.Email, Address: "ann@example.com"}: "a***@example.com",
+		{Channel: guard.Email, Address: "a@example.com"}:   "a***@example.com",
+		{Channel: guard.SMS, Address: "+14155550123"}:      "+1********23",
+		{Channel: guard.SMS, Address: "+4477"}:             "*****",
+	} {
+		if got := mask(d); got != want {
+			t.Errorf("mask(%s) = %q, want %q", d.Address, got, want)
+		}
+	}
+}

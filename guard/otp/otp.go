@@ -1,0 +1,145 @@
+// Package otp issues and checks verification codes.
+//
+// A code is otp.length digits drawn uniformly from crypto/rand. Only its
+// keyed hash is stored, bound to the destination and purpose it was sent
+// for, under one key per (destination, purpose): issuing a new code
+// replaces the old one, so only the latest code is valid. Checking is one
+// atomic step in the store: the right code is consumed (single use even
+// under parallel checks), a wrong one counts an attempt, and the attempt
+// that reaches the maximum burns the code.
+package otp
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+// Check is the outcome of checking a code.
+type Check int
+
+// The outcomes. Only Approved approves; the API answers the others alike,
+// so a caller cannot tell a wrong code from an expired or burned one.
+const (
+	// Approved: the code was right and is now used up.
+	Approved Check = iota + 1
+	// Wrong: a code is pending and this was not it.
+	Wrong
+	// Burned: this wrong guess used up the last attempt; the code is gone.
+	Burned
+	// Missing: no code is pending (never sent, expired, used or burned).
+	Missing
+)
+
+func (c Check) String() string {
+	switch c {
+	case Approved:
+		return "approved"
+	case Wrong:
+		return "wrong"
+	case Burned:
+		return "burned"
+	case Missing:
+		return "missing"
+	}
+	return fmt.Sprintf("Check(%d)", int(c))
+}
+
+// Store keeps pending codes. The redisstore package implements it.
+type Store interface {
+	// Put stores digest under key for ttl, replacing any earlier code and
+	// its attempt count.
+	Put(ctx context.Context, key, digest string, ttl time.Duration) error
+	// Check compares digest with the code under key, atomically: a match
+	// deletes the code; a mismatch counts an attempt and deletes the code
+	// at maxAttempts. It returns the store's clock.
+	Check(ctx context.Context, key, digest string, maxAttempts int) (Check, time.Time, error)
+}
+
+// Codes issues and checks codes.
+type Codes struct {
+	store       Store
+	secret      []byte
+	length      int
+	ttl         time.Duration
+	maxAttempts int
+	timeout     time.Duration
+}
+
+// New returns Codes configured by cfg.OTP, bounded by cfg.Store.Timeout per
+// store call. secret keys the stored hashes (at least 16 bytes).
+func New(cfg guard.Config, store Store, secret []byte) (*Codes, error) {
+	if len(secret) < 16 {
+		return nil, errors.New("otp: the secret must be at least 16 bytes")
+	}
+	return &Codes{
+		store: store, secret: secret, length: cfg.OTP.Length, ttl: cfg.OTP.TTL,
+		maxAttempts: cfg.OTP.MaxAttempts, timeout: cfg.Store.Timeout,
+	}, nil
+}
+
+// TTL is how long an issued code stays valid.
+func (c *Codes) TTL() time.Duration { return c.ttl }
+
+// Length is the number of digits of a code.
+func (c *Codes) Length() int { return c.length }
+
+// Issue draws a new code for (d, purpose), stores its hash and returns it.
+func (c *Codes) Issue(ctx context.Context, d guard.Destination, purpose string) (string, error) {
+	code, err := Generate(c.length)
+	if err != nil {
+		return "", err
+	}
+	key, digest := c.keyDigest(d, purpose, code)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := c.store.Put(ctx, key, digest, c.ttl); err != nil {
+		return "", fmt.Errorf("store code: %w", err)
+	}
+	return code, nil
+}
+
+// Verify checks code for (d, purpose) and returns the store's clock.
+func (c *Codes) Verify(ctx context.Context, d guard.Destination, purpose, code string) (Check, time.Time, error) {
+	key, digest := c.keyDigest(d, purpose, code)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	res, now, err := c.store.Check(ctx, key, digest, c.maxAttempts)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("check code: %w", err)
+	}
+	return res, now, nil
+}
+
+// keyDigest returns the store key of (d, purpose) and the keyed hash of
+// code bound to that key. The key holds no clear identifier; the digest
+// cannot be checked against the 10^length codes without the secret.
+func (c *Codes) keyDigest(d guard.Destination, purpose, code string) (key, digest string) {
+	m := hmac.New(sha256.New, c.secret)
+	m.Write([]byte("otp\x00" + d.Key + "\x00" + purpose))
+	tag := base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	key = "og:{" + tag + "}:otp"
+	m.Reset()
+	m.Write([]byte("code\x00" + tag + "\x00" + code))
+	return key, base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// Generate returns length digits drawn uniformly from crypto/rand.
+func Generate(length int) (string, error) {
+	if length < 1 || length > 18 {
+		return "", fmt.Errorf("otp: code length %d out of range", length)
+	}
+	n, err := rand.Int(rand.Reader, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(length)), nil))
+	if err != nil {
+		return "", fmt.Errorf("otp: draw code: %w", err)
+	}
+	return fmt.Sprintf("%0*d", length, n), nil
+}

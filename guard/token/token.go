@@ -1,0 +1,165 @@
+// Package token signs verification tokens: Ed25519 JWTs (alg EdDSA) that
+// an app's backend checks against the public keys served as a JWKS, with
+// no shared secret.
+package token
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Claims are the verification token's claims.
+type Claims struct {
+	jwt.RegisteredClaims
+	// Purpose is the code's purpose (signup, login, ...).
+	Purpose string `json:"purpose"`
+	// Channel is email or sms.
+	Channel string `json:"channel"`
+}
+
+// Signer signs tokens with one Ed25519 key.
+type Signer struct {
+	key    ed25519.PrivateKey
+	kid    string
+	issuer string
+	ttl    time.Duration
+}
+
+// NewSigner returns a Signer; issuer and ttl come from the token config.
+func NewSigner(key ed25519.PrivateKey, issuer string, ttl time.Duration) (*Signer, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, errors.New("token: not an Ed25519 private key")
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	return &Signer{key: key, kid: thumbprint(pub), issuer: issuer, ttl: ttl}, nil
+}
+
+// Generate returns a new random key: the local server's ephemeral key.
+func Generate() ed25519.PrivateKey {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	return key
+}
+
+// ParseKey reads a signing key as kept in a secret: a PKCS #8 PEM block
+// ("-----BEGIN PRIVATE KEY-----", as `openssl genpkey -algorithm ed25519`
+// writes), or the 32-byte seed in base64 (standard or URL alphabet).
+func ParseKey(s string) (ed25519.PrivateKey, error) {
+	s = strings.TrimSpace(s)
+	if block, _ := pem.Decode([]byte(s)); block != nil {
+		if block.Type != "PRIVATE KEY" {
+			return nil, fmt.Errorf("token: signing key is a PEM %q block, want PRIVATE KEY (PKCS #8)", block.Type)
+		}
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("token: signing key: %w", err)
+		}
+		ek, ok := k.(ed25519.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("token: signing key is a %T, not Ed25519", k)
+		}
+		return ek, nil
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if seed, err := enc.DecodeString(s); err == nil && len(seed) == ed25519.SeedSize {
+			return ed25519.NewKeyFromSeed(seed), nil
+		}
+	}
+	return nil, errors.New("token: signing key is neither a PKCS #8 PEM Ed25519 key nor a base64 32-byte seed")
+}
+
+// Sign returns a token for sub (the normalized destination) issued at now,
+// which the caller takes from the store's clock.
+func (s *Signer) Sign(now time.Time, sub, purpose, channel string) (string, error) {
+	var jti [16]byte
+	_, _ = rand.Read(jti[:])
+	c := Claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    s.issuer,
+			Subject:   sub,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(s.ttl)),
+			ID:        base64.RawURLEncoding.EncodeToString(jti[:]),
+		},
+		Purpose: purpose,
+		Channel: channel,
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	t.Header["kid"] = s.kid
+	signed, err := t.SignedString(s.key)
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	return signed, nil
+}
+
+// JWK is one public key of a JWKS (RFC 8037 OKP key).
+type JWK struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Kid string `json:"kid"`
+	Alg string `json:"alg"`
+	Use string `json:"use"`
+}
+
+// JWKS is the document served at /.well-known/jwks.json.
+type JWKS struct {
+	Keys []JWK `json:"keys"`
+}
+
+// JWKS returns the signer's public key set.
+func (s *Signer) JWKS() JWKS {
+	pub := s.key.Public().(ed25519.PublicKey)
+	return JWKS{Keys: []JWK{{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub), Kid: s.kid, Alg: "EdDSA", Use: "sig"}}}
+}
+
+// PublicKey returns the key of set whose kid is kid.
+func (set JWKS) PublicKey(kid string) (ed25519.PublicKey, error) {
+	for _, k := range set.Keys {
+		if k.Kid != kid || k.Kty != "OKP" || k.Crv != "Ed25519" {
+			continue
+		}
+		x, err := base64.RawURLEncoding.DecodeString(k.X)
+		if err != nil || len(x) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("token: key %s: bad x", kid)
+		}
+		return ed25519.PublicKey(x), nil
+	}
+	return nil, fmt.Errorf("token: no Ed25519 key %q in the set", kid)
+}
+
+// Verify parses and checks a token against set: signature (EdDSA only),
+// issuer and expiry. It is what an app's backend does with the token.
+func Verify(set JWKS, tokenString, issuer string) (*Claims, error) {
+	c := &Claims{}
+	_, err := jwt.ParseWithClaims(tokenString, c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		return set.PublicKey(kid)
+	}, jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithIssuer(issuer), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// thumbprint is the RFC 7638 JWK thumbprint of an Ed25519 public key.
+func thumbprint(pub ed25519.PublicKey) string {
+	m, _ := json.Marshal(struct {
+		Crv string `json:"crv"`
+		Kty string `json:"kty"`
+		X   string `json:"x"`
+	}{"Ed25519", "OKP", base64.RawURLEncoding.EncodeToString(pub)})
+	sum := sha256.Sum256(m)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
