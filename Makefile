@@ -6,7 +6,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: run test bench lint vet redis-server
 
-## run: the local server on 127.0.0.1:8080 (GET /healthz for now; the API comes with issue 3)
+## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
 	$(GO) run ./cmd/otpguard
 
