@@ -4,7 +4,19 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run test bench lint vet redis-server
+# The Lambda functions: template.yaml logical id -> folder under functions/.
+FUNCTIONS   := SendFunction VerifyFunction JwksFunction HealthFunction
+dir_SendFunction   := send
+dir_VerifyFunction := verify
+dir_JwksFunction   := jwks
+dir_HealthFunction := health
+# Lambda builds: the Runtime API client only (no RPC), static, stripped,
+# reproducible. GOARCH follows the template's Architectures (arm64).
+LAMBDA_GOARCH ?= arm64
+LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags='-s -w -buildid='
+ARTIFACTS_DIR ?= dist
+
+.PHONY: run test bench lint vet redis-server build $(addprefix build-,$(FUNCTIONS))
 
 ## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
@@ -36,3 +48,13 @@ redis-server:
 			echo "make: redis-server and redis-cli are needed: sudo apt-get install redis-server" >&2; exit 1; \
 		fi; \
 	fi
+
+## build: every Lambda bootstrap, as `sam build` would, into dist/<LogicalId>/bootstrap; prints sizes
+build:
+	@for f in $(FUNCTIONS); do $(MAKE) --no-print-directory build-$$f ARTIFACTS_DIR=$(CURDIR)/dist/$$f || exit 1; done
+	@echo "function          bytes      MB"; for f in $(FUNCTIONS); do \
+		b=$$(stat -c %s dist/$$f/bootstrap); printf "%-16s %9d %7.2f\n" $$f $$b $$(echo "$$b/1048576" | bc -l); done
+
+# build-<LogicalId>: what `sam build` runs for each function (BuildMethod: makefile).
+$(addprefix build-,$(FUNCTIONS)): build-%:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_GOARCH) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(dir_$*)

@@ -8,18 +8,22 @@
 //	<locale>/sms.txt.tmpl      text/template; for the default locale it
 //	                           stays within one GSM-7 segment (160 chars)
 //
-// Templates see .Code, .Purpose (the worded purpose), .Minutes (the
-// code's lifetime, rounded up) and, for the HTML, .Subject. Adding a
+// The templates are plain text with placeholders, not Go templates:
+// {{.Code}}, {{.Purpose}} (the worded purpose), {{.Minutes}} (the code's
+// lifetime, rounded up) and, in the HTML, {{.Subject}}; in the HTML every
+// value is HTML-escaped. No logic, so a template cannot do anything but
+// show these values; and no text/template, whose reflection would keep the
+// Go linker from dropping unused methods and double the Lambda binaries.
+// An unknown placeholder fails at start-up (and in the tests). Adding a
 // locale is adding a folder and listing it in [Locales].
 package templates
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
-	htmltemplate "html/template"
+	"html"
+	"strconv"
 	"strings"
-	texttemplate "text/template"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -52,12 +56,12 @@ type Data struct {
 }
 
 type locale struct {
-	subject  *texttemplate.Template
-	purposes map[string]string
-	html     *htmltemplate.Template
-	text     *texttemplate.Template
-	sms      *texttemplate.Template
+	subject, html, text, sms string
+	purposes                 map[string]string
 }
+
+// placeholders are the names a template may use.
+var placeholders = []string{"{{.Code}}", "{{.Purpose}}", "{{.Minutes}}", "{{.Subject}}"}
 
 var (
 	byLocale = map[string]*locale{}
@@ -89,18 +93,26 @@ func load(name string) (*locale, error) {
 	if err := yaml.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("templates: %s/strings.yaml: %w", name, err)
 	}
-	l := &locale{purposes: s.Purposes}
-	if l.subject, err = texttemplate.New("subject").Option("missingkey=error").Parse(s.Subject); err != nil {
-		return nil, fmt.Errorf("templates: %s subject: %w", name, err)
+	l := &locale{subject: s.Subject, purposes: s.Purposes}
+	for _, f := range []struct {
+		dst  *string
+		name string
+	}{{&l.html, "email.html.tmpl"}, {&l.text, "email.txt.tmpl"}, {&l.sms, "sms.txt.tmpl"}} {
+		b, err := files.ReadFile(name + "/" + f.name)
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = string(b)
 	}
-	if l.html, err = htmltemplate.ParseFS(files, name+"/email.html.tmpl"); err != nil {
-		return nil, err
-	}
-	if l.text, err = texttemplate.ParseFS(files, name+"/email.txt.tmpl"); err != nil {
-		return nil, err
-	}
-	if l.sms, err = texttemplate.ParseFS(files, name+"/sms.txt.tmpl"); err != nil {
-		return nil, err
+	for file, t := range map[string]string{"strings.yaml subject": l.subject, "email.html.tmpl": l.html, "email.txt.tmpl": l.text, "sms.txt.tmpl": l.sms} {
+		rest := t
+		for _, p := range placeholders {
+			rest = strings.ReplaceAll(rest, p, "")
+		}
+		if i := strings.Index(rest, "{{"); i >= 0 {
+			end := min(len(rest), i+20)
+			return nil, fmt.Errorf("templates: %s/%s: unknown placeholder near %q", name, file, rest[i:end])
+		}
 	}
 	return l, nil
 }
@@ -138,45 +150,20 @@ func Match(requested string) string {
 // supported locale closest to the requested one.
 func Render(channel, requested string, d Data) (Content, error) {
 	l := byLocale[Match(requested)]
-	v := struct {
-		Code, Purpose, Subject string
-		Minutes                int
-	}{Code: d.Code, Purpose: d.Purpose, Minutes: int((d.TTL + time.Minute - 1) / time.Minute)}
+	purpose := d.Purpose
 	if w, ok := l.purposes[d.Purpose]; ok {
-		v.Purpose = w
+		purpose = w
 	}
-	var out Content
+	minutes := strconv.Itoa(int((d.TTL + time.Minute - 1) / time.Minute))
+	plain := strings.NewReplacer("{{.Code}}", d.Code, "{{.Purpose}}", purpose, "{{.Minutes}}", minutes)
 	switch channel {
 	case "sms":
-		text, err := exec(l.sms, v)
-		if err != nil {
-			return Content{}, err
-		}
-		out.Text = strings.TrimRight(text, "\n")
+		return Content{Text: strings.TrimRight(plain.Replace(l.sms), "\n")}, nil
 	case "email":
-		subject, err := exec(l.subject, v)
-		if err != nil {
-			return Content{}, err
-		}
-		v.Subject = subject
-		if out.Text, err = exec(l.text, v); err != nil {
-			return Content{}, err
-		}
-		var b bytes.Buffer
-		if err := l.html.Execute(&b, v); err != nil {
-			return Content{}, fmt.Errorf("render email html: %w", err)
-		}
-		out.Subject, out.HTML = subject, b.String()
-	default:
-		return Content{}, fmt.Errorf("templates: unknown channel %q", channel)
+		subject := plain.Replace(l.subject)
+		escaped := strings.NewReplacer("{{.Code}}", html.EscapeString(d.Code), "{{.Purpose}}", html.EscapeString(purpose),
+			"{{.Minutes}}", minutes, "{{.Subject}}", html.EscapeString(subject))
+		return Content{Subject: subject, Text: plain.Replace(l.text), HTML: escaped.Replace(l.html)}, nil
 	}
-	return out, nil
-}
-
-func exec(t *texttemplate.Template, v any) (string, error) {
-	var b bytes.Buffer
-	if err := t.Execute(&b, v); err != nil {
-		return "", fmt.Errorf("render %s: %w", t.Name(), err)
-	}
-	return b.String(), nil
+	return Content{}, fmt.Errorf("templates: unknown channel %q", channel)
 }

@@ -1,0 +1,48 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+// ByChannel sends each message with the sender of its channel; a channel
+// without a sender is unavailable.
+type ByChannel map[guard.Channel]Sender
+
+// Send implements Sender.
+func (b ByChannel) Send(ctx context.Context, m guard.Message) error {
+	s, ok := b[m.Channel]
+	if !ok || s == nil {
+		return fmt.Errorf("%w: no %s sender is configured", guard.ErrDeliveryUnavailable, m.Channel)
+	}
+	return s.Send(ctx, m)
+}
+
+// Paced sends through s at the pace of p: each send waits for its turn
+// (shared by every process through the store), up to maxWait. A turn
+// further away than maxWait books nothing and fails as unavailable, so a
+// burst above the provider's quota is delayed a little, then refused with
+// a 503, never dropped silently.
+func Paced(s Sender, p *guard.Pacer, maxWait time.Duration) Sender {
+	return paced{s, p, maxWait}
+}
+
+type paced struct {
+	Sender
+	pacer   *guard.Pacer
+	maxWait time.Duration
+}
+
+func (p paced) Send(ctx context.Context, m guard.Message) error {
+	if err := p.pacer.Wait(ctx, p.maxWait); err != nil {
+		if errors.Is(err, guard.ErrWaitTooLong) {
+			return fmt.Errorf("%w: over the provider's rate for more than %s", guard.ErrDeliveryUnavailable, p.maxWait)
+		}
+		return fmt.Errorf("%w: pace: %w", guard.ErrDeliveryUnavailable, err)
+	}
+	return p.Sender.Send(ctx, m)
+}

@@ -1,0 +1,99 @@
+// Package emf writes decision metrics in CloudWatch Embedded Metric Format:
+// JSON lines on stdout that the Lambda log agent turns into metrics,
+// without a PutMetricData call on the request path.
+//
+// Two metrics, in namespace Namespace:
+//
+//	Requests   dimensions Action, Outcome       (sent, approved, rate_limited,
+//	                                             invalid_code, store_unavailable,
+//	                                             delivery_unavailable, invalid_request, ...)
+//	Decisions  dimensions Action, Rule, Outcome (allowed, denied, shadow_denied,
+//	                                             store_error, skipped)
+//
+// No identifier is ever a dimension or a property.
+package emf
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+// Namespace is the CloudWatch namespace of the metrics.
+const Namespace = "otpguard"
+
+// Observer writes one EMF line per request and per rule evaluated. It
+// implements api.Observer.
+type Observer struct {
+	mu  sync.Mutex
+	w   io.Writer
+	now func() time.Time
+}
+
+// New returns an Observer writing to w (os.Stdout in Lambda). now stamps
+// the metrics (time.Now when nil).
+func New(w io.Writer, now func() time.Time) *Observer {
+	if now == nil {
+		now = time.Now
+	}
+	return &Observer{w: w, now: now}
+}
+
+type metricDirective struct {
+	Namespace  string     `json:"Namespace"`
+	Dimensions [][]string `json:"Dimensions"`
+	Metrics    []metric   `json:"Metrics"`
+}
+
+type metric struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+type metadata struct {
+	Timestamp         int64             `json:"Timestamp"`
+	CloudWatchMetrics []metricDirective `json:"CloudWatchMetrics"`
+}
+
+// Observe implements api.Observer.
+func (o *Observer) Observe(_ context.Context, action, outcome string, d guard.Decision) {
+	ts := o.now().UnixMilli()
+	lines := []map[string]any{{
+		"_aws":   metadata{ts, []metricDirective{{Namespace, [][]string{{"Action", "Outcome"}}, []metric{{"Requests", "Count"}}}}},
+		"Action": action, "Outcome": outcome, "Requests": 1,
+	}}
+	for _, r := range d.Rules {
+		lines = append(lines, map[string]any{
+			"_aws":   metadata{ts, []metricDirective{{Namespace, [][]string{{"Action", "Rule", "Outcome"}}, []metric{{"Decisions", "Count"}}}}},
+			"Action": action, "Rule": r.Rule, "Outcome": RuleOutcome(r), "Decisions": 1,
+		})
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, l := range lines {
+		b, err := json.Marshal(l)
+		if err == nil {
+			_, _ = o.w.Write(append(b, '\n'))
+		}
+	}
+}
+
+// RuleOutcome names what a rule did: allowed, denied, shadow_denied (a
+// shadow rule that would have denied), store_error or skipped.
+func RuleOutcome(r guard.Result) string {
+	switch {
+	case r.StoreError:
+		return "store_error"
+	case r.Skipped:
+		return "skipped"
+	case r.Allowed:
+		return "allowed"
+	case r.Mode == guard.ModeShadow:
+		return "shadow_denied"
+	}
+	return "denied"
+}

@@ -1,0 +1,219 @@
+// Package awsfake is a local endpoint that speaks the wire protocols of
+// the AWS services otpguard calls, for tests that drive the real
+// aws-sdk-go-v2 clients: SES v2 SendEmail (REST-JSON), SNS Publish (query
+// protocol, XML replies), Secrets Manager GetSecretValue and SSM
+// GetParameter (JSON 1.1). It records what was sent. Point a client at it
+// with AWS_ENDPOINT_URL or aws.Config.BaseEndpoint.
+package awsfake
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+)
+
+// Email is one SendEmail call.
+type Email struct {
+	From, Subject, Text, HTML, ConfigurationSet string
+	To                                          []string
+}
+
+// SMS is one Publish to a phone number.
+type SMS struct {
+	PhoneNumber, Message string
+	Attributes           map[string]string
+}
+
+// Server is the fake endpoint.
+type Server struct {
+	*httptest.Server
+	mu      sync.Mutex
+	emails  []Email
+	sms     []SMS
+	calls   []string
+	secrets map[string]string
+	params  map[string]string
+	// fail maps a destination (email or phone) to the error code the
+	// service answers for it, such as MessageRejected or InvalidParameter.
+	fail map[string]string
+}
+
+// New starts a fake endpoint; Close it when done.
+func New() *Server {
+	s := &Server{secrets: map[string]string{}, params: map[string]string{}, fail: map[string]string{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// SetSecret sets what GetSecretValue answers for id.
+func (s *Server) SetSecret(id, value string) { s.mu.Lock(); s.secrets[id] = value; s.mu.Unlock() }
+
+// SetParameter sets what GetParameter answers for name.
+func (s *Server) SetParameter(name, value string) { s.mu.Lock(); s.params[name] = value; s.mu.Unlock() }
+
+// Fail makes sends to destination fail with the service error code.
+func (s *Server) Fail(destination, code string) { s.mu.Lock(); s.fail[destination] = code; s.mu.Unlock() }
+
+// Emails returns the emails sent so far.
+func (s *Server) Emails() []Email { s.mu.Lock(); defer s.mu.Unlock(); return append([]Email(nil), s.emails...) }
+
+// SMS returns the SMS sent so far.
+func (s *Server) SMS() []SMS { s.mu.Lock(); defer s.mu.Unlock(); return append([]SMS(nil), s.sms...) }
+
+// Calls returns the operations called so far ("sesv2:SendEmail", ...).
+func (s *Server) Calls() []string { s.mu.Lock(); defer s.mu.Unlock(); return append([]string(nil), s.calls...) }
+
+func (s *Server) call(op string) { s.mu.Lock(); s.calls = append(s.calls, op); s.mu.Unlock() }
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if !strings.Contains(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256") {
+		jsonError(w, 403, "MissingAuthenticationToken", "request is not signed")
+		return
+	}
+	switch target := r.Header.Get("X-Amz-Target"); {
+	case r.URL.Path == "/v2/email/outbound-emails":
+		s.sendEmail(w, body)
+	case target == "secretsmanager.GetSecretValue":
+		s.getSecret(w, body)
+	case target == "AmazonSSM.GetParameter":
+		s.getParameter(w, body)
+	case strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):
+		s.query(w, body)
+	default:
+		jsonError(w, 400, "UnknownOperation", fmt.Sprintf("awsfake: %s %s target %q", r.Method, r.URL.Path, target))
+	}
+}
+
+func (s *Server) sendEmail(w http.ResponseWriter, body []byte) {
+	s.call("sesv2:SendEmail")
+	var in struct {
+		FromEmailAddress     string
+		ConfigurationSetName string
+		Destination          struct{ ToAddresses []string }
+		Content              struct {
+			Simple struct {
+				Subject struct{ Data string }
+				Body    struct{ Text, Html struct{ Data string } }
+			}
+		}
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		restError(w, 400, "BadRequestException", err.Error())
+		return
+	}
+	for _, to := range in.Destination.ToAddresses {
+		if code := s.failure(to); code != "" {
+			restError(w, 400, code, "awsfake refuses "+to)
+			return
+		}
+	}
+	s.mu.Lock()
+	s.emails = append(s.emails, Email{From: in.FromEmailAddress, To: in.Destination.ToAddresses, ConfigurationSet: in.ConfigurationSetName,
+		Subject: in.Content.Simple.Subject.Data, Text: in.Content.Simple.Body.Text.Data, HTML: in.Content.Simple.Body.Html.Data})
+	n := len(s.emails)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"MessageId":"fake-email-%d"}`, n)
+}
+
+func (s *Server) query(w http.ResponseWriter, body []byte) {
+	form, err := url.ParseQuery(string(body))
+	if err != nil || form.Get("Action") != "Publish" {
+		queryError(w, 400, "InvalidAction", "awsfake speaks only SNS Publish")
+		return
+	}
+	s.call("sns:Publish")
+	m := SMS{PhoneNumber: form.Get("PhoneNumber"), Message: form.Get("Message"), Attributes: map[string]string{}}
+	for i := 1; form.Get(fmt.Sprintf("MessageAttributes.entry.%d.Name", i)) != ""; i++ {
+		m.Attributes[form.Get(fmt.Sprintf("MessageAttributes.entry.%d.Name", i))] = form.Get(fmt.Sprintf("MessageAttributes.entry.%d.Value.StringValue", i))
+	}
+	if m.PhoneNumber == "" {
+		queryError(w, 400, "InvalidParameter", "PhoneNumber is required")
+		return
+	}
+	if code := s.failure(m.PhoneNumber); code != "" {
+		queryError(w, 400, code, "awsfake refuses "+m.PhoneNumber)
+		return
+	}
+	s.mu.Lock()
+	s.sms = append(s.sms, m)
+	n := len(s.sms)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "text/xml")
+	fmt.Fprintf(w, `<PublishResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><PublishResult><MessageId>fake-sms-%d</MessageId></PublishResult><ResponseMetadata><RequestId>req-%d</RequestId></ResponseMetadata></PublishResponse>`, n, n)
+}
+
+func (s *Server) getSecret(w http.ResponseWriter, body []byte) {
+	s.call("secretsmanager:GetSecretValue")
+	var in struct{ SecretId string }
+	_ = json.Unmarshal(body, &in)
+	s.mu.Lock()
+	v, ok := s.secrets[in.SecretId]
+	s.mu.Unlock()
+	if !ok {
+		jsonError(w, 400, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
+		return
+	}
+	writeAmzJSON(w, map[string]any{"ARN": "arn:aws:secretsmanager:us-east-1:000000000000:secret:" + in.SecretId, "Name": in.SecretId, "SecretString": v})
+}
+
+func (s *Server) getParameter(w http.ResponseWriter, body []byte) {
+	s.call("ssm:GetParameter")
+	var in struct{ Name string }
+	_ = json.Unmarshal(body, &in)
+	s.mu.Lock()
+	v, ok := s.params[in.Name]
+	s.mu.Unlock()
+	if !ok {
+		jsonError(w, 400, "ParameterNotFound", in.Name)
+		return
+	}
+	writeAmzJSON(w, map[string]any{"Parameter": map[string]any{"Name": in.Name, "Type": "String", "Value": v, "Version": 1}})
+}
+
+func (s *Server) failure(dest string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fail[dest]
+}
+
+func writeAmzJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func jsonError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"__type": code, "message": msg})
+}
+
+func restError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Amzn-ErrorType", code)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
+}
+
+func queryError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "text/xml")
+	w.WriteHeader(status)
+	type e struct {
+		Type    string `xml:"Type"`
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	}
+	out, _ := xml.Marshal(struct {
+		XMLName   xml.Name `xml:"ErrorResponse"`
+		Error     e        `xml:"Error"`
+		RequestID string   `xml:"RequestId"`
+	}{Error: e{"Sender", code, msg}, RequestID: "req-error"})
+	_, _ = w.Write(out)
+}
