@@ -12,6 +12,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sns v1.47.8
 	github.com/aws/aws-sdk-go-v2/service/ssm v1.81.3
 	github.com/aws/smithy-go v1.28.8
+	github.com/awslabs/goformation/v7 v7.14.9
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/nyaruka/phonenumbers v1.8.1
 	github.com/redis/go-redis/v9 v9.23.0
@@ -29,4 +30,5 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

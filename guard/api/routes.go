@@ -2,12 +2,34 @@ package api
 
 import "net/http"
 
-// routes is the whole API surface.
+// route is one public endpoint.
+type route struct {
+	method, path string
+	handler      func(*Server) http.HandlerFunc
+}
+
+// routeTable is the whole API surface: the SAM template maps each to one
+// function (a test checks the two agree).
+var routeTable = []route{
+	{http.MethodPost, "/v1/otp/send", func(s *Server) http.HandlerFunc { return s.handleSend }},
+	{http.MethodPost, "/v1/otp/verify", func(s *Server) http.HandlerFunc { return s.handleVerify }},
+	{http.MethodGet, "/.well-known/jwks.json", func(s *Server) http.HandlerFunc { return s.handleJWKS }},
+	{http.MethodGet, "/healthz", func(s *Server) http.HandlerFunc { return s.handleHealth }},
+}
+
+// Routes lists the API's routes as "METHOD /path".
+func Routes() []string {
+	out := make([]string, len(routeTable))
+	for i, r := range routeTable {
+		out[i] = r.method + " " + r.path
+	}
+	return out
+}
+
 func (s *Server) routes() {
-	s.mux.Handle("/v1/otp/send", only(http.MethodPost, s.handleSend))
-	s.mux.Handle("/v1/otp/verify", only(http.MethodPost, s.handleVerify))
-	s.mux.Handle("/.well-known/jwks.json", only(http.MethodGet, s.handleJWKS))
-	s.mux.Handle("/healthz", only(http.MethodGet, s.handleHealth))
+	for _, r := range routeTable {
+		s.mux.Handle(r.path, only(r.method, r.handler(s)))
+	}
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		problem("not_found", "no such route: "+r.Method+" "+r.URL.Path).write(w)
 	}))

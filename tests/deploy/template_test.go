@@ -1,0 +1,244 @@
+// Package deploy checks template.yaml against the code: functions,
+// Makefile targets, routes, environment and IAM policies.
+package deploy
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/awslabs/goformation/v7"
+	"github.com/awslabs/goformation/v7/cloudformation/serverless"
+
+	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/lambdaapp"
+)
+
+const root = "../.."
+
+// actionsOf maps the AWS SDK service packages a function links to the IAM
+// actions its code calls through them.
+var actionsOf = map[string]string{
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager": "secretsmanager:GetSecretValue",
+	"github.com/aws/aws-sdk-go-v2/service/ssm":            "ssm:GetParameter",
+	"github.com/aws/aws-sdk-go-v2/service/sesv2":          "ses:SendEmail",
+	"github.com/aws/aws-sdk-go-v2/service/sns":            "sns:Publish",
+}
+
+type function struct {
+	name string
+	res  *serverless.Function
+	dir  string // functions/<dir>
+}
+
+func load(t *testing.T) (map[string]*serverless.Function, map[string]any) {
+	t.Helper()
+	tmpl, err := goformation.Open(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		t.Fatalf("goformation cannot parse template.yaml: %v", err)
+	}
+	var globals map[string]any
+	b, _ := json.Marshal(tmpl.Globals["Function"])
+	_ = json.Unmarshal(b, &globals)
+	return tmpl.GetAllServerlessFunctionResources(), globals
+}
+
+// makeTarget returns what `make -n build-<id>` would run.
+func makeTarget(t *testing.T, id string) string {
+	t.Helper()
+	cmd := exec.Command("make", "-n", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR=/artifacts")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("Makefile has no build-%s target (what sam build runs): %v\n%s", id, err, out)
+	}
+	return string(out)
+}
+
+func functions(t *testing.T) []function {
+	fns, _ := load(t)
+	var out []function
+	for name, f := range fns {
+		recipe := makeTarget(t, name)
+		i := strings.Index(recipe, "./functions/")
+		if i < 0 {
+			t.Fatalf("build-%s does not build a ./functions/ folder: %s", name, recipe)
+		}
+		dir := strings.Fields(recipe[i+len("./functions/"):])[0]
+		out = append(out, function{name, f, dir})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	if len(out) == 0 {
+		t.Fatal("no functions in template.yaml")
+	}
+	return out
+}
+
+func TestEveryFunctionHasAFolderAndAMakefileTarget(t *testing.T) {
+	_, globals := load(t)
+	if globals["Runtime"] != "provided.al2023" || globals["Handler"] != "bootstrap" || !slices.Equal(anyStrings(globals["Architectures"]), []string{"arm64"}) {
+		t.Errorf("Globals.Function: Runtime %v, Handler %v, Architectures %v; want provided.al2023, bootstrap, [arm64]", globals["Runtime"], globals["Handler"], globals["Architectures"])
+	}
+	seen := map[string]bool{}
+	for _, f := range functions(t) {
+		if f.res.AWSCloudFormationMetadata["BuildMethod"] != "makefile" {
+			t.Errorf("%s: Metadata.BuildMethod is %v, want makefile", f.name, f.res.AWSCloudFormationMetadata["BuildMethod"])
+		}
+		if _, err := os.Stat(filepath.Join(root, "functions", f.dir, "main.go")); err != nil {
+			t.Errorf("%s: %v", f.name, err)
+		}
+		recipe := makeTarget(t, f.name)
+		for _, want := range []string{"-tags lambda.norpc", "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64", "-s -w", "-o /artifacts/bootstrap"} {
+			if !strings.Contains(recipe, want) {
+				t.Errorf("build-%s lacks %q: %s", f.name, want, recipe)
+			}
+		}
+		seen[f.dir] = true
+	}
+	dirs, _ := os.ReadDir(filepath.Join(root, "functions"))
+	for _, d := range dirs {
+		if !seen[d.Name()] {
+			t.Errorf("functions/%s is in no template function", d.Name())
+		}
+	}
+}
+
+func TestEveryRouteMapsToOneFunction(t *testing.T) {
+	routes := map[string]string{}
+	for _, f := range functions(t) {
+		if len(f.res.Events) == 0 {
+			t.Errorf("%s has no event", f.name)
+		}
+		for name, e := range f.res.Events {
+			var p struct{ Method, Path, ApiId any }
+			b, _ := json.Marshal(e.Properties)
+			_ = json.Unmarshal(b, &p)
+			if e.Type != "HttpApi" {
+				t.Errorf("%s event %s: type %s, want HttpApi", f.name, name, e.Type)
+			}
+			route := strings.ToUpper(p.Method.(string)) + " " + p.Path.(string)
+			if other, dup := routes[route]; dup {
+				t.Errorf("%s is mapped to %s and %s", route, other, f.name)
+			}
+			routes[route] = f.name
+		}
+	}
+	for _, r := range api.Routes() {
+		if routes[r] == "" {
+			t.Errorf("the API serves %s but no function is mapped to it", r)
+		}
+		delete(routes, r)
+	}
+	for r, fn := range routes {
+		t.Errorf("%s maps %s, which the API does not serve", fn, r)
+	}
+}
+
+func TestEveryEnvVarAFunctionReadsIsSet(t *testing.T) {
+	_, globals := load(t)
+	genv := map[string]bool{}
+	if env, ok := globals["Environment"].(map[string]any); ok {
+		for k := range env["Variables"].(map[string]any) {
+			genv[k] = true
+		}
+	}
+	for _, f := range functions(t) {
+		src, err := os.ReadFile(filepath.Join(root, "functions", f.dir, "main.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var senders lambdaapp.Senders
+		if strings.Contains(string(src), "lambdaapp.Email") {
+			senders |= lambdaapp.Email
+		}
+		if strings.Contains(string(src), "lambdaapp.SMS") {
+			senders |= lambdaapp.SMS
+		}
+		set := map[string]bool{}
+		for k := range genv {
+			set[k] = true
+		}
+		if f.res.Environment != nil {
+			for k := range f.res.Environment.Variables {
+				set[k] = true
+			}
+		}
+		for _, v := range lambdaapp.Vars(senders) {
+			if !set[v] {
+				t.Errorf("%s reads %s, which the template does not set", f.name, v)
+			}
+		}
+	}
+}
+
+func TestPoliciesNameOnlyTheActionsTheFunctionUses(t *testing.T) {
+	for _, f := range functions(t) {
+		out, err := exec.Command("go", "list", "-tags", "lambda.norpc", "-deps", "github.com/otpguard/otpguard/functions/"+f.dir).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps := strings.Fields(string(out))
+		var want []string
+		for pkg, action := range actionsOf {
+			if slices.Contains(deps, pkg) {
+				want = append(want, action)
+			}
+		}
+		if slices.Contains(deps, "github.com/otpguard/otpguard/guard/outbox") {
+			t.Errorf("%s links the local outbox; it must never be in a Lambda build", f.name)
+		}
+		var got []string
+		b, _ := json.Marshal(f.res.Policies)
+		var policies []struct {
+			Statement []struct {
+				Effect string
+				Action any
+			}
+		}
+		if err := json.Unmarshal(b, &policies); err != nil {
+			t.Fatalf("%s: policies are not inline statements: %s", f.name, b)
+		}
+		for _, p := range policies {
+			for _, s := range p.Statement {
+				if s.Effect != "Allow" {
+					continue
+				}
+				got = append(got, anyStrings(s.Action)...)
+			}
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(slices.Compact(got), want) {
+			t.Errorf("%s: the policy allows %v; the code calls %v", f.name, got, want)
+		}
+	}
+}
+
+func TestSendHasReservedConcurrency(t *testing.T) {
+	for _, f := range functions(t) {
+		if f.dir == "send" && f.res.ReservedConcurrentExecutions == nil {
+			t.Error("the send function has no ReservedConcurrentExecutions (the cost cap)")
+		}
+	}
+}
+
+func anyStrings(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
