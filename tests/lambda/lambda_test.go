@@ -1,0 +1,306 @@
+// Package lambda runs each function's real bootstrap binary (built with
+// -tags lambda.norpc, as `make build` does) under a Lambda Runtime API
+// endpoint served by the test, against a real redis-server and a local
+// AWS endpoint, and feeds it the sample events of events/.
+package lambda
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard/apigw"
+	"github.com/otpguard/otpguard/internal/awsfake"
+	"github.com/otpguard/otpguard/internal/redistest"
+)
+
+const root = "../.."
+
+// runtimeAPI is the part of the Lambda Runtime API aws-lambda-go speaks:
+// GET next invocation, POST its response or error, POST an init error.
+type runtimeAPI struct {
+	*httptest.Server
+	events    chan invocation
+	mu        sync.Mutex
+	results   map[string]chan result
+	firstNext chan time.Time
+	initErr   chan string
+}
+
+type invocation struct {
+	id    string
+	event []byte
+}
+
+type result struct {
+	body  []byte
+	isErr bool
+}
+
+func newRuntimeAPI() *runtimeAPI {
+	r := &runtimeAPI{events: make(chan invocation), results: map[string]chan result{}, firstNext: make(chan time.Time, 1), initErr: make(chan string, 1)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case r.firstNext <- time.Now():
+		default:
+		}
+		select {
+		case inv := <-r.events:
+			w.Header().Set("Lambda-Runtime-Aws-Request-Id", inv.id)
+			w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(10*time.Second).UnixMilli(), 10))
+			w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:123456789012:function:otpguard-test")
+			w.Header().Set("Lambda-Runtime-Trace-Id", "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1")
+			_, _ = w.Write(inv.event)
+		case <-req.Context().Done():
+		}
+	})
+	done := func(isErr bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, req *http.Request) {
+			body, _ := io.ReadAll(req.Body)
+			r.mu.Lock()
+			ch := r.results[req.PathValue("id")]
+			r.mu.Unlock()
+			if ch != nil {
+				ch <- result{body, isErr}
+			}
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}
+	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", done(false))
+	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", done(true))
+	mux.HandleFunc("POST /2018-06-01/runtime/init/error", func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.initErr <- string(body)
+		w.WriteHeader(http.StatusAccepted)
+	})
+	r.Server = httptest.NewServer(mux)
+	return r
+}
+
+// invoke hands the running function one event and waits for its answer.
+func (r *runtimeAPI) invoke(t *testing.T, id string, event []byte) events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	ch := make(chan result, 1)
+	r.mu.Lock()
+	r.results[id] = ch
+	r.mu.Unlock()
+	select {
+	case r.events <- invocation{id, event}:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the function never asked for the next invocation")
+	}
+	select {
+	case res := <-ch:
+		if res.isErr {
+			t.Fatalf("invocation error: %s", res.body)
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(res.body, &resp); err != nil {
+			t.Fatalf("response %s: %v", res.body, err)
+		}
+		return resp
+	case <-time.After(15 * time.Second):
+		t.Fatal("no response within 15s")
+	}
+	return events.APIGatewayV2HTTPResponse{}
+}
+
+// sample is each events/*.json and the answer the README documents.
+var samples = map[string]struct {
+	fn     string
+	status int
+	check  func(t *testing.T, body map[string]any)
+}{
+	"send.json": {"send", 202, func(t *testing.T, b map[string]any) {
+		eq(t, b["status"], "pending")
+		eq(t, b["to"], "a***@example.com")
+		eq(t, b["expiresIn"], 300.0) // the config parameter's otp.ttl
+	}},
+	"verify.json": {"verify", 422, func(t *testing.T, b map[string]any) { eq(t, b["code"], "invalid_code") }},
+	"jwks.json": {"jwks", 200, func(t *testing.T, b map[string]any) {
+		keys, _ := b["keys"].([]any)
+		if len(keys) != 1 || keys[0].(map[string]any)["alg"] != "EdDSA" {
+			t.Errorf("jwks: %v", b)
+		}
+	}},
+	"health.json": {"health", 200, func(t *testing.T, b map[string]any) { eq(t, b["status"], "ok") }},
+}
+
+func eq(t *testing.T, got, want any) {
+	t.Helper()
+	if got != want {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+func TestEverySampleEventDecodesIntoARequest(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(root, "events", "*.json"))
+	if len(files) != len(samples) {
+		t.Fatalf("%d sample events, %d expected answers: every events/*.json needs one", len(files), len(samples))
+	}
+	for _, f := range files {
+		raw, _ := os.ReadFile(f)
+		var e events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		r, err := apigw.Request(context.Background(), e)
+		if err != nil || r.RemoteAddr == "" || r.URL.Path != e.RawPath || r.Method != e.RequestContext.HTTP.Method {
+			t.Errorf("%s: %v %+v", f, err, r)
+		}
+	}
+}
+
+func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
+	bin := t.TempDir()
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	rdb := rs.Client()
+	defer rdb.Close()
+	aws := awsfake.New()
+	defer aws.Close()
+	aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
+	aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
+	aws.SetParameter("/otpguard/config", "otp: {ttl: 5m}\n")
+
+	for file, s := range samples {
+		t.Run(s.fn, func(t *testing.T) {
+			exe := filepath.Join(bin, s.fn)
+			build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", exe, "./functions/"+s.fn)
+			build.Dir = root
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("build %s: %v\n%s", s.fn, err, out)
+			}
+			api := newRuntimeAPI()
+			defer api.Close()
+			cmd := exec.Command(exe)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd.Env = []string{
+				"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"),
+				"AWS_LAMBDA_FUNCTION_NAME=otpguard-" + s.fn, "AWS_LAMBDA_FUNCTION_VERSION=$LATEST", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
+				"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret", "AWS_SESSION_TOKEN=token",
+				"AWS_ENDPOINT_URL=" + aws.URL,
+				"REDIS_URL=redis://" + rs.Addr, "GUARD_CONFIG_PARAM=/otpguard/config",
+				"GUARD_HASH_SECRET_ID=otpguard/hash", "GUARD_SIGNING_SECRET_ID=otpguard/signing",
+				"SES_FROM=no-reply@otpguard.example", "SMS_SENDER_ID=OTPGUARD",
+			}
+			began := time.Now()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+			select {
+			case at := <-api.firstNext:
+				t.Logf("%s: init took %s (process start to first next-invocation request)", s.fn, at.Sub(began).Round(time.Millisecond))
+				if at.Sub(began) > 5*time.Second {
+					t.Errorf("init took %s", at.Sub(began))
+				}
+			case msg := <-api.initErr:
+				t.Fatalf("init error: %s\n%s", msg, stderr.String())
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the bootstrap never asked for an invocation; stderr:\n%s", stderr.String())
+			}
+
+			event, err := os.ReadFile(filepath.Join(root, "events", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := api.invoke(t, "req-1", event)
+			checkAnswer(t, first, s.status, s.check)
+			conns := connectionsReceived(t, rdb)
+			calls := len(aws.Calls())
+
+			// The warm second invoke reuses the container's clients: no new
+			// Redis connection, no new secret or parameter fetch.
+			second := api.invoke(t, "req-2", event)
+			if s.fn == "send" {
+				checkAnswer(t, second, 202, nil) // the default allows 2 a minute
+			} else {
+				checkAnswer(t, second, s.status, s.check)
+			}
+			if got := connectionsReceived(t, rdb); got != conns {
+				t.Errorf("the warm invoke opened %d new Redis connections", got-conns)
+			}
+			newCalls := aws.Calls()[calls:]
+			for _, c := range newCalls {
+				if c != "sesv2:SendEmail" {
+					t.Errorf("the warm invoke called %s again", c)
+				}
+			}
+
+			logs := stderr.String()
+			guarded := s.fn == "send" || s.fn == "verify"
+			if guarded && !strings.Contains(logs, `"requestId":"req-2"`) {
+				t.Errorf("no decision record with the Lambda request id in the logs:\n%s", logs)
+			}
+			if s.fn == "send" {
+				emails := aws.Emails()
+				if len(emails) < 2 || emails[0].To[0] != "ann@example.com" {
+					t.Fatalf("emails sent: %+v", emails)
+				}
+				for _, e := range emails {
+					code := strings.Fields(e.Subject)[0]
+					if strings.Contains(logs, code) || strings.Contains(stdout.String(), code) {
+						t.Errorf("the code %s is in the function's output", code)
+					}
+				}
+				if strings.Contains(logs, "ann@example.com") {
+					t.Error("the address is in the function's logs")
+				}
+			}
+			if guarded && !strings.Contains(stdout.String(), `"CloudWatchMetrics"`) {
+				t.Errorf("no EMF metrics on stdout:\n%s", stdout.String())
+			}
+		})
+	}
+}
+
+func checkAnswer(t *testing.T, resp events.APIGatewayV2HTTPResponse, status int, check func(*testing.T, map[string]any)) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, status, resp.Body)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+		t.Fatalf("body %q: %v", resp.Body, err)
+	}
+	if check != nil {
+		check(t, body)
+	}
+}
+
+func connectionsReceived(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	t.Fatal(fmt.Sprintf("no total_connections_received in %q", info))
+	return 0
+}
