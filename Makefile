@@ -53,7 +53,7 @@ redis-server:
 build:
 	@for f in $(FUNCTIONS); do $(MAKE) --no-print-directory build-$$f ARTIFACTS_DIR=$(CURDIR)/dist/$$f || exit 1; done
 	@echo "function          bytes      MB"; for f in $(FUNCTIONS); do \
-		b=$$(stat -c %s dist/$$f/bootstrap); printf "%-16s %9d %7.2f\n" $$f $$b $$(echo "$$b/1048576" | bc -l); done
+		stat -c %s dist/$$f/bootstrap | awk -v f=$$f '{printf "%-16s %9d %7.2f\n", f, $$1, $$1/1048576}'; done
 
 # build-<LogicalId>: what `sam build` runs for each function (BuildMethod: makefile).
 $(addprefix build-,$(FUNCTIONS)): build-%:

@@ -7,7 +7,6 @@ package lambda
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -301,6 +300,6 @@ func connectionsReceived(t *testing.T, rdb *redis.Client) int {
 			return n
 		}
 	}
-	t.Fatal(fmt.Sprintf("no total_connections_received in %q", info))
+	t.Fatalf("no total_connections_received in %q", info)
 	return 0
 }
