@@ -192,7 +192,7 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 			api := newRuntimeAPI()
 			defer api.Close()
 			cmd := exec.Command(exe)
-			var stdout, stderr strings.Builder
+			var stdout, stderr syncBuffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			cmd.Env = []string{
 				"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"),
@@ -303,3 +303,18 @@ func connectionsReceived(t *testing.T, rdb *redis.Client) int {
 	t.Fatalf("no total_connections_received in %q", info)
 	return 0
 }
+
+// syncBuffer is written by the process's output copiers and read by the
+// test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
