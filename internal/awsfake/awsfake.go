@@ -58,16 +58,28 @@ func (s *Server) SetSecret(id, value string) { s.mu.Lock(); s.secrets[id] = valu
 func (s *Server) SetParameter(name, value string) { s.mu.Lock(); s.params[name] = value; s.mu.Unlock() }
 
 // Fail makes sends to destination fail with the service error code.
-func (s *Server) Fail(destination, code string) { s.mu.Lock(); s.fail[destination] = code; s.mu.Unlock() }
+func (s *Server) Fail(destination, code string) {
+	s.mu.Lock()
+	s.fail[destination] = code
+	s.mu.Unlock()
+}
 
 // Emails returns the emails sent so far.
-func (s *Server) Emails() []Email { s.mu.Lock(); defer s.mu.Unlock(); return append([]Email(nil), s.emails...) }
+func (s *Server) Emails() []Email {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Email(nil), s.emails...)
+}
 
 // SMS returns the SMS sent so far.
 func (s *Server) SMS() []SMS { s.mu.Lock(); defer s.mu.Unlock(); return append([]SMS(nil), s.sms...) }
 
 // Calls returns the operations called so far ("sesv2:SendEmail", ...).
-func (s *Server) Calls() []string { s.mu.Lock(); defer s.mu.Unlock(); return append([]string(nil), s.calls...) }
+func (s *Server) Calls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
 
 func (s *Server) call(op string) { s.mu.Lock(); s.calls = append(s.calls, op); s.mu.Unlock() }
 
