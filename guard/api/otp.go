@@ -69,15 +69,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	if !templates.ValidLocale(in.Locale) {
 		errs["locale"] = "must be a BCP 47 language tag such as en or fr-CA"
 	}
-	req, p := s.request(r, "otp.send", dest, in.Purpose, errs)
-	if p != nil {
-		s.fail(w, rec, p)
-		return
-	}
-	rec.subject, rec.ip = s.Guard.Fingerprint("destination", dest.Key), s.Guard.Fingerprint("ip", req.Subject.IP.String())
-
-	d, p := s.decide(r.Context(), req)
-	rec.decision = d
+	_, p := s.admit(r, rec, "otp.send", dest, in.Purpose, errs)
 	if p != nil {
 		s.fail(w, rec, p)
 		return
@@ -110,7 +102,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	rec.outcome = "sent"
 	writeJSON(w, http.StatusAccepted, sendResponse{
 		Status: "pending", Channel: string(dest.Channel), To: mask(dest),
-		ExpiresIn: int(s.Codes.TTL() / time.Second), ResendIn: resendIn(d),
+		ExpiresIn: int(s.Codes.TTL() / time.Second), ResendIn: resendIn(rec.decision),
 	})
 }
 
@@ -131,15 +123,7 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	if n := s.Codes.Length(); len(in.Code) != n || !allDigits(in.Code) {
 		errs["code"] = "must be " + strconv.Itoa(n) + " digits"
 	}
-	req, p := s.request(r, "otp.verify", dest, in.Purpose, errs)
-	if p != nil {
-		s.fail(w, rec, p)
-		return
-	}
-	rec.subject, rec.ip = s.Guard.Fingerprint("destination", dest.Key), s.Guard.Fingerprint("ip", req.Subject.IP.String())
-
-	d, p := s.decide(r.Context(), req)
-	rec.decision = d
+	req, p := s.admit(r, rec, "otp.verify", dest, in.Purpose, errs)
 	if p != nil {
 		s.fail(w, rec, p)
 		return
@@ -187,9 +171,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// request completes a guard request with the client IP, or returns the
-// 400 for errs (which it may add to).
-func (s *Server) request(r *http.Request, action string, dest guard.Destination, purpose string, errs map[string]string) (guard.Request, *Problem) {
+// admit completes the guard request with the client IP and asks the
+// guard, noting the subject and decision in rec. It returns the 400 for
+// errs (to which it may add), or the 429 or 503 of a denial.
+func (s *Server) admit(r *http.Request, rec *record, action string, dest guard.Destination, purpose string, errs map[string]string) (guard.Request, *Problem) {
 	ip, ok := clientIP(r, s.trusted)
 	if !ok {
 		errs["ip"] = "the client address cannot be determined"
@@ -197,11 +182,15 @@ func (s *Server) request(r *http.Request, action string, dest guard.Destination,
 	if len(errs) > 0 {
 		return guard.Request{}, invalidRequest(errs)
 	}
-	return guard.Request{
+	req := guard.Request{
 		Action:     action,
 		Subject:    guard.Subject{Destination: dest, IP: ip},
 		Attributes: map[string]string{"channel": string(dest.Channel), "purpose": purpose},
-	}, nil
+	}
+	rec.subject, rec.ip = s.Guard.Fingerprint("destination", dest.Key), s.Guard.Fingerprint("ip", ip.String())
+	d, p := s.decide(r.Context(), req)
+	rec.decision = d
+	return req, p
 }
 
 // decide asks the guard; a denial becomes a 429, a store failure that the
