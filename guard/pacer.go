@@ -19,9 +19,8 @@ var ErrWaitTooLong = errors.New("wait too long")
 // provider's quota, such as SES's messages per second, instead of dropped.
 type Pacer struct {
 	store   Store
-	key     string
-	limit   int64
-	per     time.Duration
+	spec    *Spec
+	tag     string
 	timeout time.Duration
 }
 
@@ -33,8 +32,8 @@ func NewPacer(store Store, name string, limit int64, per, timeout time.Duration)
 		return nil, fmt.Errorf("guard: pacer %s: limit must be ≥ 1, period ≥ 1ms and timeout > 0", name)
 	}
 	sum := sha256.Sum256([]byte("pace\x00" + name))
-	return &Pacer{store: store, key: "og:{p" + base64.RawURLEncoding.EncodeToString(sum[:9]) + "}",
-		limit: limit, per: per, timeout: timeout}, nil
+	return &Pacer{store: store, spec: &Spec{ID: "pc", Algorithm: TokenBucket, Limit: limit, Window: per},
+		tag: "p" + base64.RawURLEncoding.EncodeToString(sum[:9]), timeout: timeout}, nil
 }
 
 // Reserve books the next turn and returns how long the caller must wait
@@ -48,8 +47,7 @@ func (p *Pacer) Reserve(ctx context.Context, maxWait time.Duration) (time.Durati
 func (p *Pacer) ReserveN(ctx context.Context, n int64, maxWait time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	res, err := p.store.Do(ctx, []Op{{Kind: Reserve, Algorithm: TokenBucket, Key: p.key, Limit: p.limit,
-		Window: p.per, Cost: n, MaxWait: maxWait}})
+	res, err := p.store.Do(ctx, []Op{{Kind: Reserve, Spec: p.spec, Tag: p.tag, Cost: n, MaxWait: maxWait}})
 	if err != nil {
 		return 0, fmt.Errorf("reserve a turn: %w", err)
 	}

@@ -3,14 +3,15 @@ package guard
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 )
 
-// Store keeps the rules' counters and applies a batch of operations
-// atomically with respect to each other: every Take in a batch is applied
-// only if no Op with Enforce set is denied. The redisstore package is the
-// production Store; [MemStore] is the in-process backstop.
+// Store keeps the rules' state and applies a batch of operations. The
+// batch is atomic with respect to its Take and Peek operations: every Take
+// is applied only if no operation with Spec.Enforce set denies. A store
+// may stop evaluating Takes and Peeks at the first enforcing denial and
+// report the rest Skipped. The redisstore package is the production Store;
+// the memstore package is the in-process backstop with the same semantics.
 type Store interface {
 	Do(ctx context.Context, ops []Op) ([]OpResult, error)
 }
@@ -19,50 +20,73 @@ type Store interface {
 // cannot be reached in time.
 var ErrStoreUnavailable = errors.New("store unavailable")
 
-// OpKind is what an Op does to its key.
+// OpKind is what an Op does to its rule's state.
 type OpKind string
 
 // The operation kinds.
 const (
-	// Take checks and, when the whole batch allows, consumes Cost.
-	Take OpKind = "take"
+	// Take checks and, when the whole batch allows, consumes Cost (and up
+	// to Extra more units, for a lease). Failure-counting rules are taken
+	// too: an admitted attempt counts as a failure until it is settled.
+	Take OpKind = "t"
 	// Peek checks whether Cost more would be allowed; it writes nothing.
-	Peek OpKind = "peek"
-	// Fail records Cost failures whatever the state, and starts a lockout
-	// when the failures reach the limit.
-	Fail OpKind = "fail"
-	// Clear forgets the counter (not the lockout history).
-	Clear OpKind = "clear"
+	Peek OpKind = "p"
+	// Strike settles a failure on a rule with a lockout: if the rule is
+	// at its limit and not locked, a lockout starts and the counter starts
+	// afresh.
+	Strike OpKind = "s"
+	// Refund gives back Cost units a Take consumed at At (Member for the
+	// set algorithms). At zero means "in the current window".
+	Refund OpKind = "r"
+	// Clear forgets the counter, not the lockout history.
+	Clear OpKind = "c"
+	// Unblock forgets the counter, any lockout and the lockout history.
+	Unblock OpKind = "u"
 	// Release removes the concurrency lease Member.
-	Release OpKind = "release"
-	// Refund gives back what a Take at time At consumed; the redisstore
-	// uses it when another slot of a Redis Cluster denied the batch.
-	Refund OpKind = "refund"
+	Release OpKind = "l"
 	// Reserve books the next slot of a token bucket even in the future and
 	// reports the wait, unless the wait would exceed MaxWait.
-	Reserve OpKind = "reserve"
+	Reserve OpKind = "v"
 )
 
-// Op is one rule's operation on one key.
-type Op struct {
-	Kind      OpKind
+// Spec is the part of a rule a Store needs, computed once per rule and
+// shared by all of its operations.
+type Spec struct {
+	// ID names the rule's state among the rules keyed on the same
+	// dimensions: two base64url characters, unique among them.
+	ID        string
 	Algorithm Algorithm
-	// Key is the counter's key; LockKey and StrikeKey (lockout state) are
-	// set only for rules with a lockout. All three share one hash tag.
-	Key, LockKey, StrikeKey string
-	// Limit is the effective limit (for soft rules, including the overage).
+	// Limit is the effective limit (for soft rules, with the overage).
 	Limit  int64
 	Window time.Duration
-	// Cost is how many units the Op takes, gives back or records.
-	Cost int64
-	// Enforce makes a denial of this Op deny the whole batch.
+	// Enforce makes a denial of this rule deny the whole batch.
 	Enforce bool
-	// Lockout, for Fail, is the progressive lockout to start.
+	// Lockout is the rule's progressive lockout, or nil.
 	Lockout *Lockout
-	// Member names the entries a sliding log or concurrency Take adds, so
-	// that Release and Refund can remove them.
+	// Packed keeps the state in one Redis hash per subject, shared with
+	// the subject's other rules keyed on the same dimensions (fixed
+	// window, token bucket and sliding window only). PackTTL is that
+	// hash's TTL: the longest state any of those rules keeps.
+	Packed  bool
+	PackTTL time.Duration
+}
+
+// Op is one operation on one rule's state for one subject.
+type Op struct {
+	Kind OpKind
+	Spec *Spec
+	// Tag is the keyed hash of the subject's values of the rule's
+	// dimensions. Operations with one Tag share a Redis Cluster slot.
+	Tag string
+	// Cost is how many units the Op takes, gives back or checks.
+	Cost int64
+	// Extra asks a Take for up to Extra more units, granted only from
+	// what the limit leaves (at most a quarter of it): a lease.
+	Extra int64
+	// Member names what a set algorithm adds or removes: a sliding-log
+	// entry, a concurrency lease, or the keyed hash of a distinct value.
 	Member string
-	// At is the instant of the Take a Refund undoes.
+	// At is when the Take a Refund undoes was decided (store time).
 	At time.Time
 	// MaxWait bounds a Reserve.
 	MaxWait time.Duration
@@ -70,35 +94,23 @@ type Op struct {
 
 // OpResult is the outcome of one Op.
 type OpResult struct {
-	// Allowed reports whether this Op alone allows (for Fail: whether the
-	// subject is still allowed after the failure).
+	// Allowed reports whether this Op alone allows.
 	Allowed bool
-	// Remaining is how many more units the rule would admit now.
+	// Remaining is how many more units the rule admits now.
 	Remaining int64
 	// ResetAfter is when the rule's state is back to empty.
 	ResetAfter time.Duration
 	// RetryAfter is, when denied, the wait before Cost would be admitted;
 	// for an allowed Reserve, the wait before the reserved slot.
 	RetryAfter time.Duration
-	// Locked reports that a lockout denies (or, for Fail, has started).
+	// Locked reports that a lockout denies (or, for Strike, has started).
 	Locked bool
+	// Skipped reports that the Op was not evaluated because an earlier
+	// enforcing denial decided the batch.
+	Skipped bool
+	// Taken is how many units a Take consumed (Cost plus any lease extra);
+	// 0 when the batch was denied.
+	Taken int64
 	// Now is the store's clock when the Op was applied.
 	Now time.Time
-	// Skipped reports that the Op was not applied because an earlier part
-	// of the batch denied (a Redis Cluster decides slot by slot).
-	Skipped bool
-	// Took reports, for a Take, that its group consumed (the store's
-	// bookkeeping for refunds).
-	Took bool
-}
-
-// HashTag returns the part of key between the first { and the next }, the
-// part Redis Cluster hashes; keys with the same tag share a slot.
-func HashTag(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[i+1 : i+1+j]
-		}
-	}
-	return key
 }

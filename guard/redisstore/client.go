@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -59,36 +58,4 @@ func atIf(b bool) string {
 		return "@"
 	}
 	return ""
-}
-
-// Memory is a Store on an in-process miniredis running the same script:
-// the embedded store of `make run`, and the guard's backstop for rules that
-// allow on store errors.
-type Memory struct {
-	*Store
-	srv *miniredis.Miniredis
-	rdb *redis.Client
-}
-
-// NewMemory starts an in-process miniredis on a loopback port.
-func NewMemory() (*Memory, error) {
-	srv := miniredis.NewMiniRedis()
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start embedded redis: %w", err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
-	return &Memory{Store: New(rdb), srv: srv, rdb: rdb}, nil
-}
-
-// Client returns the client of the embedded server.
-func (m *Memory) Client() *redis.Client { return m.rdb }
-
-// Server returns the embedded server, whose clock tests may set.
-func (m *Memory) Server() *miniredis.Miniredis { return m.srv }
-
-// Close stops the embedded server.
-func (m *Memory) Close() error {
-	err := m.rdb.Close()
-	m.srv.Close()
-	return err
 }

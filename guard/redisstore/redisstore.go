@@ -1,34 +1,35 @@
-// Package redisstore is the guard.Store on Redis, through go-redis's
-// UniversalClient: a single node, a Redis Cluster or an in-process
-// miniredis all run the same Lua script (batch.lua).
+// Package redisstore is the guard.Store on Redis, through go-redis: a
+// single node, a Redis Cluster (ElastiCache) or an in-process miniredis
+// all run the same Lua library (otpguard.lua), loaded once per node as a
+// FUNCTION library where the server has functions and run as EVALSHA
+// scripts elsewhere.
 //
-// On a single node every operation of a decision goes into one script
-// call, one round trip, so the whole decision is atomic. On a cluster the
-// operations are grouped by hash tag (the guard puts a subject's keys under
-// one tag), one script call per group, so no script spans two slots, in
-// two phases: first the group of the most selective rule (the smallest
-// limit) alone, then, only if it allowed, all the other groups pipelined,
-// one round trip per node. Each group is atomic. When a group of the
-// second phase denies, the store gives back what the allowing groups took
-// (one more round trip, on such denials only). Between the two, a
-// concurrent request may see the consumed units and be denied: the cluster
-// errs towards denying, never towards admitting more than a limit. The
-// first phase keeps that rare: requests that the most selective rule
-// denies (most denials, in a flood) never touch the other slots.
+// On a single node every operation of a decision goes into one call, one
+// round trip, so the whole decision is atomic. On a cluster the operations
+// are grouped by hash tag (the guard gives all of a subject's rules keyed
+// on the same dimensions one tag), one call per group, so no call spans
+// two slots, in two phases: first the group of the most selective rule
+// (the smallest limit) alone, then, only if it allowed, all the other
+// groups pipelined, one round trip per node. Each group is atomic. When a
+// group of the second phase denies, the store gives back what the allowing
+// groups took (one more round trip, on such denials only); if that refund
+// fails, the denial stands and the failure is logged: the units stay taken
+// until their window ends, which errs towards denying, never towards
+// admitting. The first phase keeps such refunds rare: requests that the
+// most selective rule denies (most denials, in a flood) never touch the
+// other slots.
 //
-// Replies lost to a timeout are not retried: the script may have run.
-// Only NOSCRIPT (the script did not run) is answered by sending the script
-// itself.
+// Replies lost to a timeout are never retried: the call may have run. Only
+// an answer that the node lacks the code (NOSCRIPT, or "Function not
+// found" on a node that restarted) is answered by loading it and calling
+// again, since then nothing ran.
 package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,16 +37,11 @@ import (
 	"github.com/otpguard/otpguard/guard"
 )
 
-//go:embed batch.lua
-var batchLua string
-
-var batchScript = redis.NewScript(batchLua)
-
-// Client is the part of go-redis the store uses; *redis.Client,
-// *redis.ClusterClient and *redis.Ring all fit.
-type Client interface {
-	redis.Scripter
-	Pipeline() redis.Pipeliner
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Log receives what a decision cannot carry: a refund that failed
+	// after a cluster denial. Default: discarded.
+	Log *slog.Logger
 }
 
 // Store is the guard.Store on Redis.
@@ -53,35 +49,35 @@ type Store struct {
 	rdb Client
 	// grouped reports whether keys must be grouped by slot (cluster, ring).
 	grouped bool
+	log     *slog.Logger
 }
 
-// New returns a Store on rdb. Build rdb with ContextTimeoutEnabled (as
-// [NewClient] does) so that the guard's deadlines hold.
-func New(rdb Client) *Store {
+// New returns a Store on rdb. Build rdb with ContextTimeoutEnabled and
+// MaxRetries -1 (as [NewClient] does) so that the guard's deadlines hold
+// and lost replies are not resent.
+func New(rdb Client, opts Options) *Store {
 	_, single := rdb.(*redis.Client)
-	return &Store{rdb: rdb, grouped: !single}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{rdb: rdb, grouped: !single, log: opts.Log}
 }
 
 var _ guard.Store = (*Store)(nil)
 
-// Preload loads the script on every node (every master of a cluster), so
-// that the first decisions do not pay a NOSCRIPT round trip. Call it at
-// start-up; the store recovers from a node that lost its scripts anyway.
+// Preload loads the library on every node (every master of a cluster), so
+// that the first decisions do not pay for it. Call it at start-up; the
+// store loads it on first use and after a node lost it anyway.
 func (s *Store) Preload(ctx context.Context) error {
-	var err error
-	switch c := s.rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return batchScript.Load(ctx, n).Err() })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return batchScript.Load(ctx, n).Err() })
-	default:
-		err = batchScript.Load(ctx, s.rdb).Err()
-	}
-	if err != nil {
-		return storeErr(fmt.Errorf("load script: %w", err))
+	if err := lib.load(ctx, s.rdb); err != nil {
+		return storeErr(fmt.Errorf("load the otpguard library: %w", err))
 	}
 	return nil
 }
+
+// Functions reports whether the library runs as a FUNCTION library
+// (false: EVALSHA scripts, or not loaded yet).
+func (s *Store) Functions() bool { return lib.mode.Load() == modeFunctions }
 
 // group is the ops of one hash tag and their places in the batch.
 type group struct {
@@ -92,8 +88,8 @@ type group struct {
 
 // Do applies ops; see the package comment for the atomicity it gives.
 func (s *Store) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error) {
-	groups := s.group(ops)
 	res := make([]guard.OpResult, len(ops))
+	groups := s.group(ops)
 	if len(groups) == 1 {
 		_, err := s.apply(ctx, groups, res)
 		return res, err
@@ -106,7 +102,8 @@ func (s *Store) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error
 	if err != nil {
 		return nil, err
 	}
-	rest := slices.Delete(slices.Clone(groups), first, first+1)
+	rest := make([]*group, 0, len(groups)-1)
+	rest = append(append(rest, groups[:first]...), groups[first+1:]...)
 	if !ok {
 		for _, g := range rest {
 			for _, i := range g.idx {
@@ -122,28 +119,32 @@ func (s *Store) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error
 		// (errs towards denying).
 		return nil, err
 	}
-	if restOK {
-		return res, nil
-	}
-	// Another slot denied: give back what the allowing slots took. If the
-	// refund fails the units stay taken until their window ends: a denial
-	// of a few later requests, never an excess admission.
-	var refunds []guard.Op
-	for i, op := range ops {
-		if op.Kind == guard.Take && res[i].Allowed && res[i].Took {
-			r := op
-			r.Kind, r.At = guard.Refund, res[i].Now
-			refunds = append(refunds, r)
-			res[i].Remaining += op.Cost
-			res[i].Took = false
-		}
-	}
-	if len(refunds) > 0 {
-		if _, err := s.run(ctx, s.group(refunds)); err != nil {
-			return nil, fmt.Errorf("refund after a denial: %w", err)
-		}
+	if !restOK {
+		s.refund(ctx, ops, res)
 	}
 	return res, nil
+}
+
+// refund gives back what the groups that allowed took, after another
+// group denied. The denial stands whatever happens here.
+func (s *Store) refund(ctx context.Context, ops []guard.Op, res []guard.OpResult) {
+	var refunds []guard.Op
+	for i, op := range ops {
+		if op.Kind == guard.Take && res[i].Taken > 0 {
+			r := op
+			r.Kind, r.Cost, r.Extra, r.At = guard.Refund, res[i].Taken, 0, res[i].Now
+			refunds = append(refunds, r)
+			res[i].Remaining += res[i].Taken
+			res[i].Taken = 0
+		}
+	}
+	if len(refunds) == 0 {
+		return
+	}
+	if _, err := s.run(ctx, s.group(refunds)); err != nil {
+		s.log.ErrorContext(ctx, "refund after a cluster denial failed; the units stay taken until their window ends",
+			"ops", len(refunds), "err", err)
+	}
 }
 
 // apply runs groups (pipelined when several) and fills res for their
@@ -155,16 +156,11 @@ func (s *Store) apply(ctx context.Context, groups []*group, res []guard.OpResult
 	}
 	ok = true
 	for gi, g := range groups {
-		gok, now, rs, err := parseReply(replies[gi], len(g.idx))
+		gok, err := parseReply(replies[gi], g.idx, res)
 		if err != nil {
 			return false, fmt.Errorf("%w: %v", guard.ErrStoreUnavailable, err)
 		}
 		ok = ok && gok
-		for j, i := range g.idx {
-			rs[j].Now = now
-			rs[j].Took = gok
-			res[i] = rs[j]
-		}
 	}
 	return ok, nil
 }
@@ -175,118 +171,98 @@ func mostSelective(ops []guard.Op, groups []*group) int {
 	best, bestLimit := 0, int64(-1)
 	for gi, g := range groups {
 		for _, i := range g.idx {
-			if ops[i].Enforce && (bestLimit < 0 || ops[i].Limit < bestLimit) {
-				best, bestLimit = gi, ops[i].Limit
+			if s := ops[i].Spec; s.Enforce && (bestLimit < 0 || s.Limit < bestLimit) {
+				best, bestLimit = gi, s.Limit
 			}
 		}
 	}
 	return best
 }
 
-// group splits ops into one script call per hash tag (one per batch on a
-// single node), encoding each op's keys and arguments.
+// group splits ops into one call per hash tag (one per batch on a single
+// node), encoding each op's keys and arguments.
 func (s *Store) group(ops []guard.Op) []*group {
-	var groups []*group
-	byTag := map[string]*group{}
-	for i, op := range ops {
-		tag := ""
-		if s.grouped {
-			tag = guard.HashTag(op.Key)
+	if !s.grouped {
+		g := &group{idx: make([]int, len(ops)), args: make([]any, 1, 1+argsPerOp*len(ops))}
+		g.keys = make([]string, 0, len(ops))
+		for i := range ops {
+			g.idx[i] = i
+			g.keys, g.args = appendOp(g.keys, g.args, &ops[i])
 		}
-		g := byTag[tag]
+		g.args[0] = intArg(int64(len(ops)))
+		return []*group{g}
+	}
+	var groups []*group
+	for i := range ops {
+		var g *group
+		for _, c := range groups {
+			if ops[c.idx[0]].Tag == ops[i].Tag {
+				g = c
+				break
+			}
+		}
 		if g == nil {
-			g = &group{args: []any{0}}
-			byTag[tag] = g
+			g = &group{args: []any{nil}}
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
-		g.keys = append(g.keys, op.Key)
-		g.args = appendOp(g.args, op)
-		if op.Lockout != nil {
-			g.keys = append(g.keys, op.LockKey, op.StrikeKey)
-		}
+		g.keys, g.args = appendOp(g.keys, g.args, &ops[i])
 	}
 	for _, g := range groups {
-		g.args[0] = len(g.idx)
+		g.args[0] = intArg(int64(len(g.idx)))
 	}
 	return groups
 }
 
-// appendOp encodes op as the NF (13) fields per op batch.lua reads.
-func appendOp(args []any, op guard.Op) []any {
-	us := func(d time.Duration) int64 { return d.Microseconds() }
-	var lockInitial, lockMax, lockReset int64
-	lockFactor := "1"
-	if l := op.Lockout; l != nil {
-		lockInitial, lockMax, lockReset = us(l.Initial), us(l.Max), us(l.Reset)
-		lockFactor = strconv.FormatFloat(l.Factor, 'f', -1, 64)
-	}
-	enforce := 0
-	if op.Enforce {
-		enforce = 1
-	}
-	var at int64
-	if !op.At.IsZero() {
-		at = op.At.UnixMicro()
-	}
-	return append(args, string(op.Kind), string(op.Algorithm), op.Limit, us(op.Window), op.Cost, enforce,
-		lockInitial, lockFactor, lockMax, lockReset, op.Member, at, us(op.MaxWait))
-}
-
-// run sends one EVALSHA per group, pipelined when there are several, and
-// resends the script body to the groups that answered NOSCRIPT.
+// run makes one call per group, pipelined when there are several, and
+// calls again the groups whose node lacked the code.
 func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 	if len(groups) == 1 {
-		v, err := batchScript.Run(ctx, s.rdb, groups[0].keys, groups[0].args...).Result()
+		v, err := lib.call(ctx, s.rdb, entryBatch, groups[0].keys, groups[0].args)
 		if err != nil {
-			return nil, storeErr(err)
+			return nil, err
 		}
 		return []any{v}, nil
 	}
-	replies := make([]any, len(groups))
-	cmds := s.pipe(ctx, groups, func(p redis.Pipeliner, g *group) *redis.Cmd {
-		return batchScript.EvalSha(ctx, p, g.keys, g.args...)
-	})
-	var missing []*group
-	var missingAt []int
-	for i, c := range cmds {
-		v, err := c.Result()
-		switch {
-		case err == nil:
-			replies[i] = v
-		case isNoScript(err):
-			missing, missingAt = append(missing, groups[i]), append(missingAt, i)
-		default:
-			return nil, storeErr(err)
+	if lib.mode.Load() == modeUnknown {
+		if err := lib.load(ctx, s.rdb); err != nil {
+			return nil, storeErr(fmt.Errorf("load the otpguard library: %w", err))
 		}
 	}
-	if len(missing) > 0 {
-		cmds = s.pipe(ctx, missing, func(p redis.Pipeliner, g *group) *redis.Cmd {
-			return batchScript.Eval(ctx, p, g.keys, g.args...)
-		})
-		for j, c := range cmds {
+	replies := make([]any, len(groups))
+	todo := groups
+	at := make([]int, len(groups))
+	for i := range at {
+		at[i] = i
+	}
+	for attempt := 0; ; attempt++ {
+		p := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(todo))
+		for i, g := range todo {
+			cmds[i] = lib.cmd(ctx, p, entryBatch, g.keys, g.args)
+		}
+		_, _ = p.Exec(ctx) // each command carries its own error
+		var again []*group
+		var againAt []int
+		for i, c := range cmds {
 			v, err := c.Result()
-			if err != nil {
+			switch {
+			case err == nil:
+				replies[at[i]] = v
+			case missing(err) && attempt == 0:
+				again, againAt = append(again, todo[i]), append(againAt, at[i])
+			default:
 				return nil, storeErr(err)
 			}
-			replies[missingAt[j]] = v
 		}
+		if len(again) == 0 {
+			return replies, nil
+		}
+		if err := lib.load(ctx, s.rdb); err != nil {
+			return nil, storeErr(fmt.Errorf("reload the otpguard library: %w", err))
+		}
+		todo, at = again, againAt
 	}
-	return replies, nil
-}
-
-func (s *Store) pipe(ctx context.Context, groups []*group, cmd func(redis.Pipeliner, *group) *redis.Cmd) []*redis.Cmd {
-	p := s.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(groups))
-	for i, g := range groups {
-		cmds[i] = cmd(p, g)
-	}
-	_, _ = p.Exec(ctx) // each command carries its own error
-	return cmds
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // storeErr marks every failure to get an answer as ErrStoreUnavailable.
@@ -297,25 +273,35 @@ func storeErr(err error) error {
 	return fmt.Errorf("%w: %w", guard.ErrStoreUnavailable, err)
 }
 
-func parseReply(v any, n int) (bool, time.Time, []guard.OpResult, error) {
+// The reply: {batch allowed, now, then per op: allowed (2: skipped),
+// remaining, reset after (µs), retry after (µs), locked, taken}.
+const replyPerOp = 6
+
+func parseReply(v any, idx []int, res []guard.OpResult) (bool, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 2+5*n {
-		return false, time.Time{}, nil, fmt.Errorf("unexpected script reply %T of length %d for %d ops", v, len(a), n)
+	if !ok || len(a) != 2+replyPerOp*len(idx) {
+		return false, fmt.Errorf("unexpected reply %T of length %d for %d ops", v, len(a), len(idx))
 	}
-	ints := make([]int64, len(a))
-	for i, x := range a {
-		if ints[i], ok = x.(int64); !ok {
-			return false, time.Time{}, nil, fmt.Errorf("unexpected script reply element %T", x)
+	var ints [2 + replyPerOp*8]int64
+	n := ints[:0]
+	if len(a) > len(ints) {
+		n = make([]int64, 0, len(a))
+	}
+	for _, x := range a {
+		i, ok := x.(int64)
+		if !ok {
+			return false, fmt.Errorf("unexpected reply element %T", x)
 		}
+		n = append(n, i)
 	}
-	now := time.UnixMicro(ints[1])
+	now := time.UnixMicro(n[1])
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
-	res := make([]guard.OpResult, n)
-	for i := range res {
-		f := ints[2+5*i:]
+	for j, i := range idx {
+		f := n[2+replyPerOp*j:]
 		res[i] = guard.OpResult{
-			Allowed: f[0] == 1, Remaining: f[1], ResetAfter: us(f[2]), RetryAfter: us(f[3]), Locked: f[4] == 1,
+			Allowed: f[0] != 0, Skipped: f[0] == 2, Remaining: f[1], ResetAfter: us(f[2]), RetryAfter: us(f[3]),
+			Locked: f[4] == 1, Taken: f[5], Now: now,
 		}
 	}
-	return ints[0] == 1, now, res, nil
+	return n[0] == 1, nil
 }

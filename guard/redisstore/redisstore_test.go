@@ -14,7 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/internal/localredis"
 	"github.com/otpguard/otpguard/internal/redistest"
 )
 
@@ -89,24 +91,22 @@ func flush(t *testing.T, rdb redis.UniversalClient) {
 	}
 }
 
-// newGuard builds a guard over rdb with the given rules.
+// newGuard builds a guard over st with the given rules. The deny cache is
+// off, so that every decision reaches the store under test.
 func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte("store: {timeout: 2s}\nrules:\n" + yamlRules))
+	cfg, err := guard.ParseConfig([]byte("store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := redisstore.NewMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mem.Close() })
-	g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: mem})
+	g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return g
 }
+
+func newStore(rdb redisstore.Client) *redisstore.Store { return redisstore.New(rdb, redisstore.Options{}) }
 
 func subject(t testing.TB, email, ip string) guard.Subject {
 	t.Helper()
@@ -139,12 +139,18 @@ func allow(t testing.TB, g *guard.Guard, req guard.Request) guard.Decision {
 
 func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		st := redisstore.New(rdb)
+		st := newStore(rdb)
 		for _, alg := range guard.Algorithms {
 			t.Run(string(alg), func(t *testing.T) {
-				g := newGuard(t, st, fmt.Sprintf(`  - {name: one-key, action: test, key: [destination], limit: 10, window: 1h, algorithm: %s}`, alg))
+				g := newGuard(t, st, fmt.Sprintf(`  - {name: one-key, action: test, key: [destination], limit: 10, window: 1h, algorithm: %s%s}`, alg, of(alg, "account")))
 				req := request(t, "victim-"+string(alg)+"@example.com", "192.0.2.1")
-				if got := hammer(t, g, req, 500); got != 10 {
+				// For distinct, every request brings a new account: the
+				// limit is on how many distinct ones one destination sees.
+				if got := hammerEach(t, g, 500, func(i int) guard.Request {
+					r := req
+					r.Subject.Account = fmt.Sprintf("account-%d", i)
+					return r
+				}); got != 10 {
 					t.Fatalf("%d of 500 concurrent requests admitted, want exactly 10", got)
 				}
 			})
@@ -152,16 +158,30 @@ func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 	})
 }
 
+// of is the `of` member a rule of algorithm alg needs.
+func of(alg guard.Algorithm, dim string) string {
+	if alg == guard.Distinct {
+		return ", of: " + dim
+	}
+	return ""
+}
+
 // hammer sends n concurrent requests and returns how many were admitted.
 func hammer(t *testing.T, g *guard.Guard, req guard.Request, n int) int64 {
+	return hammerEach(t, g, n, func(int) guard.Request { return req })
+}
+
+// hammerEach sends n concurrent requests, the i-th req(i), and returns how
+// many were admitted.
+func hammerEach(t *testing.T, g *guard.Guard, n int, req func(i int) guard.Request) int64 {
 	t.Helper()
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for range n {
+	for i := range n {
 		wg.Go(func() {
 			<-start
-			d, err := g.Allow(context.Background(), req)
+			d, err := g.Allow(context.Background(), req(i))
 			if err != nil || d.StoreError != nil {
 				t.Errorf("allow: %v %v", err, d.StoreError)
 				return
@@ -186,7 +206,7 @@ const threeRules = `
 // and the denied requests gave back what the other rules had taken.
 func TestConcurrentMultiRuleRequests(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		g := newGuard(t, redisstore.New(rdb), threeRules)
+		g := newGuard(t, newStore(rdb), threeRules)
 		req := request(t, "victim@example.com", "192.0.2.7")
 		if got := hammer(t, g, req, 500); got != 10 {
 			t.Fatalf("%d of 500 admitted, want exactly 10", got)
@@ -248,12 +268,12 @@ func TestDeniedRequestConsumesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		for _, alg := range guard.Algorithms {
 			t.Run(string(alg), func(t *testing.T) {
-				g := newGuard(t, redisstore.New(rdb), fmt.Sprintf(`
+				g := newGuard(t, newStore(rdb), fmt.Sprintf(`
   - {name: per-destination, action: test, key: [destination], limit: 2, window: 1h}
-  - {name: per-ip, action: test, key: [ip], limit: 100, window: 1h, algorithm: %[1]s}
-  - {name: per-account, action: test, key: [account], limit: 100, window: 1h, algorithm: %[1]s}
-  - {name: global, action: test, key: [global], limit: 100, window: 1h, algorithm: %[1]s}
-`, alg))
+  - {name: per-ip, action: test, key: [ip], limit: 100, window: 1h, algorithm: %[1]s%[2]s}
+  - {name: per-account, action: test, key: [account], limit: 100, window: 1h, algorithm: %[1]s%[3]s}
+  - {name: global, action: test, key: [global], limit: 100, window: 1h, algorithm: %[1]s%[2]s}
+`, alg, of(alg, "account"), of(alg, "ip")))
 				req := request(t, "victim-"+string(alg)+"@example.com", "192.0.2.9")
 				for i := range 2 {
 					if d := allow(t, g, req); !d.Allowed {
@@ -284,7 +304,7 @@ func TestOneRoundTripPerNode(t *testing.T) {
 		rdb := single.Client()
 		defer rdb.Close()
 		rdb.AddHook(redistest.RoundTrips{N: &n})
-		g := newGuard(t, redisstore.New(rdb), threeRules)
+		g := newGuard(t, newStore(rdb), threeRules)
 		allow(t, g, request(t, "warm@example.com", "192.0.2.1")) // loads the script
 		n.Store(0)
 		for i := range 20 {
@@ -311,7 +331,7 @@ func TestOneRoundTripPerNode(t *testing.T) {
 			},
 		})
 		defer rdb.Close()
-		st := redisstore.New(rdb)
+		st := newStore(rdb)
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -346,31 +366,38 @@ func TestOneRoundTripPerNode(t *testing.T) {
 
 func TestEveryKeyHasATTL(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		g := newGuard(t, redisstore.New(rdb), `
+		g := newGuard(t, newStore(rdb), `
   - {name: fw, action: test, key: [destination], limit: 5, window: 1h}
   - {name: sw, action: test, key: [ip], limit: 5, window: 1h, algorithm: sliding_window}
   - {name: tb, action: test, key: [account], limit: 5, window: 1h, algorithm: token_bucket}
   - {name: sl, action: test, key: [global], limit: 5, window: 1h, algorithm: sliding_log}
   - {name: cc, action: test, key: [ip/56], limit: 5, window: 1h, algorithm: concurrency}
+  - {name: ds, action: test, key: [ip/48], of: account, limit: 5, window: 1h, algorithm: distinct}
   - {name: lock, action: test, key: [account, ip], count: failures, limit: 2, window: 1h, lockout: {initial: 1m, factor: 2, max: 1h}}
+  - {name: packed-a, action: test, key: [destination, ip], limit: 5, window: 1h}
+  - {name: packed-b, action: test, key: [destination, ip], limit: 5, window: 1h, algorithm: token_bucket,
+     count: failures, lockout: {initial: 1m, factor: 2, max: 1h}}
 `)
 		req := request(t, "ttl@example.com", "2001:db8::1")
 		for range 3 {
-			allow(t, g, req)
-			if _, err := g.Record(context.Background(), req, guard.Failure); err != nil {
+			d := allow(t, g, req)
+			if _, err := g.Settle(context.Background(), req, d, guard.Failure); err != nil {
 				t.Fatal(err)
 			}
 		}
-		// the Cleanup of forEachBackend checks the TTLs of all these keys
-		if n := len(dump(t, rdb)); n < 7 {
-			t.Fatalf("only %d keys written", n)
+		// One key per rule (the lock rule's counter was cleared by its
+		// lockout, which has a key of its own), and one packed hash for
+		// the two rules keyed on destination and ip. The Cleanup of
+		// forEachBackend checks the TTLs of all these keys.
+		if n := len(dump(t, rdb)); n != 8 {
+			t.Fatalf("%d keys written, want 8: %v", n, dump(t, rdb))
 		}
 	})
 }
 
 func TestKeysHoldNoClearIdentifier(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		g := newGuard(t, redisstore.New(rdb), threeRules)
+		g := newGuard(t, newStore(rdb), threeRules)
 		allow(t, g, request(t, "secret.person@example.com", "198.51.100.77"))
 		for k, v := range dump(t, rdb) {
 			for _, clear := range []string{"secret", "person", "example", "198.51", "alice"} {
@@ -391,7 +418,7 @@ func TestWindowEdgesRealTime(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		for _, alg := range []guard.Algorithm{guard.FixedWindow, guard.SlidingWindow, guard.TokenBucket, guard.SlidingLog, guard.Concurrency} {
 			t.Run(string(alg), func(t *testing.T) {
-				g := newGuard(t, redisstore.New(rdb), fmt.Sprintf(`  - {name: edge, action: test, key: [destination], limit: 3, window: 400ms, algorithm: %s}`, alg))
+				g := newGuard(t, newStore(rdb), fmt.Sprintf(`  - {name: edge, action: test, key: [destination], limit: 3, window: 400ms, algorithm: %s}`, alg))
 				req := request(t, "edge-"+string(alg)+"@example.com", "192.0.2.1")
 				for i := range 3 {
 					if d := allow(t, g, req); !d.Allowed || d.Rules[0].Remaining != int64(2-i) {
@@ -413,7 +440,7 @@ func TestWindowEdgesRealTime(t *testing.T) {
 
 func TestConcurrencyLeasesRelease(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		g := newGuard(t, redisstore.New(rdb), `  - {name: inflight, action: test, key: [ip], limit: 2, window: 1m, algorithm: concurrency}`)
+		g := newGuard(t, newStore(rdb), `  - {name: inflight, action: test, key: [ip], limit: 2, window: 1m, algorithm: concurrency}`)
 		req := request(t, "cc@example.com", "192.0.2.1")
 		a, b := allow(t, g, req), allow(t, g, req)
 		if !a.Allowed || !b.Allowed || a.Lease == "" || a.Lease == b.Lease {
@@ -434,7 +461,7 @@ func TestConcurrencyLeasesRelease(t *testing.T) {
 func TestStoreErrorPolicies(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
-	g := newGuard(t, redisstore.New(rdb), `
+	g := newGuard(t, newStore(rdb), `
   - {name: strict, action: otp.send, key: [destination], limit: 5, window: 1m}
   - {name: lenient, action: login, key: [ip], limit: 2, window: 1m}
 `)
@@ -462,25 +489,25 @@ func TestStoreErrorPolicies(t *testing.T) {
 // fixedClock drives the embedded miniredis clock: the scripts read TIME
 // from it, and its keys expire as it advances.
 type fixedClock struct {
-	mem *redisstore.Memory
+	srv *localredis.Server
 	now time.Time
 }
 
-func newFixedClock(t *testing.T) (*fixedClock, *redisstore.Memory) {
-	mem, err := redisstore.NewMemory()
+func newFixedClock(t *testing.T) (*fixedClock, *redisstore.Store) {
+	srv, err := localredis.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { mem.Close() })
-	c := &fixedClock{mem: mem, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	mem.Server().SetTime(c.now)
-	return c, mem
+	t.Cleanup(srv.Close)
+	c := &fixedClock{srv: srv, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	srv.SetTime(c.now)
+	return c, newStore(srv.Client())
 }
 
 func (c *fixedClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
-	c.mem.Server().SetTime(c.now)
-	c.mem.Server().FastForward(d)
+	c.srv.SetTime(c.now)
+	c.srv.FastForward(d)
 }
 
 type step struct {
@@ -549,10 +576,11 @@ func TestProgressiveLockout(t *testing.T) {
 	ctx := context.Background()
 	fail := func() []guard.Result {
 		t.Helper()
-		if d := allow(t, g, req); !d.Allowed {
+		d := allow(t, g, req)
+		if !d.Allowed {
 			t.Fatalf("denied before the lockout: %+v", d)
 		}
-		res, err := g.Record(ctx, req, guard.Failure)
+		res, err := g.Settle(ctx, req, d, guard.Failure)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -578,11 +606,15 @@ func TestProgressiveLockout(t *testing.T) {
 	// a success clears the failures (not the lockout history)
 	fail()
 	fail()
-	if _, err := g.Record(ctx, req, guard.Success); err != nil {
+	d := allow(t, g, req)
+	if !d.Allowed || d.Rules[0].Remaining != 0 {
+		t.Fatalf("third attempt: %+v", d)
+	}
+	if _, err := g.Settle(ctx, req, d, guard.Success); err != nil {
 		t.Fatal(err)
 	}
-	if d := allow(t, g, req); !d.Allowed || d.Rules[0].Remaining != 3 {
-		t.Fatalf("after a success: want 3 remaining, got %+v", d)
+	if d := allow(t, g, req); !d.Allowed || d.Rules[0].Remaining != 2 {
+		t.Fatalf("after a success: want 2 remaining after this attempt, got %+v", d)
 	}
 }
 
@@ -621,9 +653,9 @@ func TestShadowAndSoftModes(t *testing.T) {
 func TestGuardsAgreeWhateverTheirClocks(t *testing.T) {
 	clock, mem := newFixedClock(t)
 	clock.now = time.Now().Add(-7 * time.Minute)
-	mem.Server().SetTime(clock.now)
+	clock.srv.SetTime(clock.now)
 	rules := `  - {name: r, action: test, key: [destination], limit: 4, window: 1m, algorithm: sliding_log}`
-	other := redisstore.New(redis.NewClient(&redis.Options{Addr: mem.Server().Addr()}))
+	other := newStore(redis.NewClient(&redis.Options{Addr: clock.srv.Addr()}))
 	a, b := newGuard(t, mem, rules), newGuard(t, other, rules)
 	req := request(t, "skew@example.com", "192.0.2.1")
 	for i, g := range []*guard.Guard{a, b, a, b} {
@@ -671,7 +703,7 @@ func TestPacerSpacesTurns(t *testing.T) {
 
 func TestIPv6ClientsShareTheirSlash64(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		g := newGuard(t, redisstore.New(rdb), `  - {name: ip, action: test, key: [ip], limit: 3, window: 1m}`)
+		g := newGuard(t, newStore(rdb), `  - {name: ip, action: test, key: [ip], limit: 3, window: 1m}`)
 		var allowed int
 		for i := range 10 {
 			a := netip.MustParseAddr(fmt.Sprintf("2001:db8:1:2:%x::%x", i*4099, i+1))
@@ -697,7 +729,7 @@ func TestMissingDimensionIsAnError(t *testing.T) {
 
 func TestNoScriptAfterFlush(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		g := newGuard(t, redisstore.New(rdb), threeRules)
+		g := newGuard(t, newStore(rdb), threeRules)
 		allow(t, g, request(t, "a@example.com", "192.0.2.1"))
 		ctx := context.Background()
 		if c, ok := rdb.(*redis.ClusterClient); ok {

@@ -1,0 +1,129 @@
+package redisstore
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+// The key format. Every key of a subject shares the hash tag {tag} (128
+// bits of keyed hash, base64url: 22 characters), so a subject's keys live
+// in one Redis Cluster slot:
+//
+//	og:{tag}        the packed hash: the state of every packed rule keyed
+//	                on the same dimensions, a field per rule and slot
+//	og:{tag}ID      a rule's own key (ID: two characters), 28 bytes in all,
+//	                the largest that fits Redis's 32-byte key allocation
+//	og:{tag}ID:l    its lockout hash, when it has a lockout and is not packed
+//	og:{tag}:otp    a pending verification code (the otp package's tag)
+const keyPrefix = "og:{"
+
+func stateKey(op *guard.Op) string {
+	if op.Spec.Packed {
+		return keyPrefix + op.Tag + "}"
+	}
+	return keyPrefix + op.Tag + "}" + op.Spec.ID
+}
+
+// The per-op argument fields, in the order otpguard.lua names them:
+// KIND, ALG, LIMIT, WINDOW, COST, EXTRA, ENFORCE, FIELD, TTL, LOCK,
+// MEMBER, AT. ALG, LIMIT, WINDOW, ENFORCE, FIELD, TTL and LOCK never
+// change for a rule: they are encoded once per Spec (static) and reused.
+const argsPerOp = 12
+
+// static is a Spec's unchanging arguments, boxed once.
+type static struct {
+	alg, limit, window, enforce, field, ttl, lock any
+}
+
+var algCode = map[guard.Algorithm]string{
+	guard.FixedWindow: "fw", guard.TokenBucket: "tb", guard.SlidingWindow: "sw",
+	guard.SlidingLog: "sl", guard.Concurrency: "cc", guard.Distinct: "ds",
+}
+
+// statics caches the encoding of each Spec. A config refresh makes new
+// Specs; the cache is dropped when it grows past a bound.
+var statics struct {
+	sync.RWMutex
+	m map[*guard.Spec]*static
+}
+
+const maxStatics = 4096
+
+func staticOf(s *guard.Spec) *static {
+	statics.RLock()
+	st := statics.m[s]
+	statics.RUnlock()
+	if st != nil {
+		return st
+	}
+	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+	st = &static{alg: algCode[s.Algorithm], limit: strconv.FormatInt(s.Limit, 10), window: us(s.Window), enforce: "0", field: "", ttl: "0", lock: ""}
+	if s.Enforce {
+		st.enforce = "1"
+	}
+	if s.Packed {
+		st.field, st.ttl = s.ID, us(s.PackTTL)
+	}
+	if l := s.Lockout; l != nil {
+		st.lock = us(l.Initial) + " " + strconv.FormatFloat(l.Factor, 'f', -1, 64) + " " + us(l.Max) + " " + us(l.Reset)
+	}
+	statics.Lock()
+	if statics.m == nil || len(statics.m) >= maxStatics {
+		statics.m = map[*guard.Spec]*static{}
+	}
+	statics.m[s] = st
+	statics.Unlock()
+	return st
+}
+
+// Small numbers boxed once: most costs, extras and ats are these.
+var smallInts = func() [64]any {
+	var a [64]any
+	for i := range a {
+		a[i] = strconv.Itoa(i)
+	}
+	return a
+}()
+
+func intArg(n int64) any {
+	if n >= 0 && n < int64(len(smallInts)) {
+		return smallInts[n]
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+var emptyArg any = ""
+
+var kindArgs = map[guard.OpKind]any{}
+
+func init() {
+	for _, k := range []guard.OpKind{guard.Take, guard.Peek, guard.Strike, guard.Refund, guard.Clear, guard.Unblock, guard.Release, guard.Reserve} {
+		kindArgs[k] = string(k)
+	}
+}
+
+// appendOp adds op's keys and arguments to a call.
+func appendOp(keys []string, args []any, op *guard.Op) ([]string, []any) {
+	st := staticOf(op.Spec)
+	key := stateKey(op)
+	keys = append(keys, key)
+	if op.Spec.Lockout != nil && !op.Spec.Packed {
+		keys = append(keys, key+":l")
+	}
+	var at int64
+	switch {
+	case op.Kind == guard.Reserve:
+		at = op.MaxWait.Microseconds() // AT carries the longest wait
+	case !op.At.IsZero():
+		at = op.At.UnixMicro()
+	}
+	member := emptyArg
+	if op.Member != "" {
+		member = op.Member
+	}
+	return keys, append(args, kindArgs[op.Kind], st.alg, st.limit, st.window, intArg(op.Cost), intArg(op.Extra),
+		st.enforce, st.field, st.ttl, st.lock, member, intArg(at))
+}

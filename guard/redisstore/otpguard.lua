@@ -1,0 +1,563 @@
+-- otpguard's Redis library: rate-limit decisions (batch) and verification
+-- codes (code_put, code_check).
+--
+-- One source, two ways to run it (see script.go). Where the server has
+-- functions (Redis >= 7, Valkey) it is loaded once per node as a FUNCTION
+-- library, so the helpers below are built once, not on every call; the Go
+-- store prepends `local ENTRY = nil` and registers each entry as
+-- <VERSION>_<name>. Elsewhere (miniredis, older servers) it runs as one
+-- EVALSHA script per entry, with `local ENTRY = '<name>'` prepended.
+--
+-- Time is the server's TIME in integer microseconds. Every value stored is
+-- an integer (formatted with %d: tostring would round 16 digits), and every
+-- key gets its TTL in the same call that writes it.
+
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+
+local now -- the call's TIME, in microseconds
+
+local function fmt(n) return string.format('%d', n) end
+
+-- ms converts a duration in microseconds to whole milliseconds, at least 1.
+local function ms(us)
+  local m = ceil(us / 1000)
+  if m < 1 then return 1 end
+  return m
+end
+
+local function mod(a, b)
+  local r = a - floor(a / b) * b
+  if r < 0 then r = r + b elseif r >= b then r = r - b end
+  return r
+end
+
+local function clock()
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+---------------------------------------------------------------------------
+-- Hashes. Packed rules keep their state as fields of one hash per subject
+-- (field = rule id .. slot letter); sliding windows and lockouts of rules
+-- that are not packed use a hash of their own with the same helpers. Each
+-- hash is read once per call (HGETALL) and written once (HSET/HDEL, then
+-- PEXPIRE with the longest TTL any write asked for).
+
+local H, W, T -- per call: read hashes, pending writes, TTL per written hash
+
+local function hread(key)
+  local h = H[key]
+  if not h then
+    h = {}
+    local flat = redis.call('HGETALL', key)
+    for i = 1, #flat, 2 do h[flat[i]] = tonumber(flat[i + 1]) end
+    H[key] = h
+  end
+  return h
+end
+
+local function hget(key, field) return hread(key)[field] end
+
+-- hput stages field = v (false deletes it) and asks for a TTL of ttl µs.
+local function hput(key, field, v, ttl)
+  hread(key)[field] = v or nil
+  local w = W[key]
+  if not w then w = {}; W[key] = w end
+  w[field] = v
+  if ttl and ttl > (T[key] or 0) then T[key] = ttl end
+end
+
+local function hflush()
+  for key, w in pairs(W) do
+    local set, del = {}, {}
+    for f, v in pairs(w) do
+      if v then set[#set + 1] = f; set[#set + 1] = fmt(v) else del[#del + 1] = f end
+    end
+    if #del > 0 then redis.call('HDEL', key, unpack(del)) end
+    if #set > 0 then
+      redis.call('HSET', key, unpack(set))
+      redis.call('PEXPIRE', key, ms(T[key] or 1))
+    end
+  end
+end
+
+---------------------------------------------------------------------------
+-- Algorithms. Each has
+--   check(op, cost) -> allowed, remaining, reset, retry   (all µs; remaining
+--                      as if cost were taken, when allowed)
+--   commit(op, n)   -- take n units (state read by check is on op)
+--   refund(op)      -- give back op.cost units taken at op.at (0: now)
+--   clear(op)       -- forget the counter
+
+local A = {}
+
+-- fixed_window: a count and the window's end; the window starts at the
+-- first hit. Packed: fields <id>c, <id>e. Own key: the count, PX the window.
+A.fw = {
+  read = function(op)
+    if op.packed then
+      local e = hget(op.key, op.f .. 'e') or 0
+      if e > now then op.c, op.e = hget(op.key, op.f .. 'c') or 0, e else op.c, op.e = 0, 0 end
+    else
+      local p = redis.call('PTTL', op.key)
+      if p > 0 then
+        op.c, op.e = tonumber(redis.call('GET', op.key)) or 0, now + p * 1000
+      else
+        op.c, op.e = 0, 0
+      end
+    end
+  end,
+  check = function(op, cost)
+    A.fw.read(op)
+    local reset = op.window
+    if op.e > 0 then reset = op.e - now end
+    if op.c + cost <= op.limit then return true, op.limit - op.c - cost, reset, 0 end
+    if op.e == 0 then reset = 0 end
+    return false, max(0, op.limit - op.c), reset, op.e > 0 and op.e - now or op.window
+  end,
+  commit = function(op, n)
+    if op.packed then
+      if op.e == 0 then op.e = now + op.window end
+      hput(op.key, op.f .. 'c', op.c + n, op.ttl)
+      hput(op.key, op.f .. 'e', op.e, op.ttl)
+    elseif op.e == 0 then
+      redis.call('SET', op.key, n, 'PX', ms(op.window))
+    else
+      redis.call('INCRBY', op.key, n)
+    end
+    op.c = op.c + n
+  end,
+  refund = function(op)
+    A.fw.read(op)
+    -- a take of an earlier window is gone with it
+    -- (2 ms of slack: the key's TTL is kept in ms)
+    if op.e == 0 or (op.at > 0 and op.at < op.e - op.window - 2000) then return end
+    -- back to zero, the window ends: the next hit starts one
+    local c = max(0, op.c - op.cost)
+    if op.packed then
+      if c == 0 then A.fw.clear(op) else hput(op.key, op.f .. 'c', c, op.ttl) end
+    elseif c == 0 then
+      redis.call('DEL', op.key)
+    else
+      redis.call('DECRBY', op.key, op.c - c)
+    end
+  end,
+  clear = function(op)
+    if op.packed then
+      hput(op.key, op.f .. 'c', false); hput(op.key, op.f .. 'e', false)
+    else
+      redis.call('DEL', op.key)
+    end
+  end,
+}
+
+-- token_bucket (GCRA): one theoretical arrival time; burst = limit, one
+-- unit back every window/limit. Packed: field <id>t. Own key: the TAT.
+local function tb_period(op) return ceil(op.window / op.limit) end
+A.tb = {
+  read = function(op)
+    local v
+    if op.packed then v = hget(op.key, op.f .. 't') else v = tonumber(redis.call('GET', op.key)) end
+    op.tat = max(v or now, now)
+  end,
+  check = function(op, cost)
+    A.tb.read(op)
+    local T, tau = tb_period(op), tb_period(op) * op.limit
+    local allow_at = op.tat + T * cost - tau
+    op.allow_at = allow_at
+    if now >= allow_at then return true, floor((now - allow_at) / T), op.tat + T * cost - now, 0 end
+    local reset = op.tat - now
+    return false, max(0, floor((now - op.tat + tau) / T)), reset, allow_at - now
+  end,
+  write = function(op, tat)
+    if op.packed then
+      if tat <= now then hput(op.key, op.f .. 't', false) else hput(op.key, op.f .. 't', tat, op.ttl) end
+    elseif tat <= now then
+      redis.call('DEL', op.key)
+    else
+      redis.call('SET', op.key, fmt(tat), 'PX', ms(tat - now))
+    end
+  end,
+  commit = function(op, n)
+    op.tat = op.tat + tb_period(op) * n
+    A.tb.write(op, op.tat)
+  end,
+  refund = function(op)
+    A.tb.read(op)
+    A.tb.write(op, op.tat - tb_period(op) * op.cost)
+  end,
+  clear = function(op) A.tb.write(op, 0) end,
+}
+
+-- sliding_window: two counters of windows aligned on multiples of the
+-- window; the previous one weighted by the part still inside the sliding
+-- window, rounded up (errs towards denying). Fields <id>w (window start),
+-- <id>c, <id>p; the rule's own hash uses the bare letters.
+A.sw = {
+  read = function(op)
+    local win = op.window
+    op.ws = now - mod(now, win)
+    local w = hget(op.key, op.f .. 'w') or -1
+    local c = hget(op.key, op.f .. 'c') or 0
+    op.cur, op.prev = 0, 0
+    if w == op.ws then op.cur, op.prev = c, hget(op.key, op.f .. 'p') or 0
+    elseif w == op.ws - win then op.prev = c end
+  end,
+  check = function(op, cost)
+    A.sw.read(op)
+    local win, limit = op.window, op.limit
+    local elapsed = now - op.ws
+    local est = op.cur + ceil(op.prev * (win - elapsed) / win)
+    -- the smallest e (µs from a window's start) after which
+    -- ceil(n * (win - e) / win) <= need
+    local function decay(n, need)
+      if need < 0 then return 2 * win end
+      if n <= need then return 0 end
+      local e = ceil(win - need * win / n)
+      if e < 0 then e = 0 elseif e > win then e = win end
+      return e
+    end
+    if est + cost <= limit then return true, limit - est - cost, op.ws + 2 * win - now, 0 end
+    local reset, retry = 0, 0
+    if op.cur + cost > limit then
+      retry = (win - elapsed) + decay(op.cur, limit - cost)
+    else
+      retry = max(1, decay(op.prev, limit - cost - op.cur) - elapsed)
+    end
+    if op.cur > 0 then reset = op.ws + 2 * win - now elseif op.prev > 0 then reset = op.ws + win - now end
+    return false, max(0, limit - est), reset, retry
+  end,
+  put = function(op, cur)
+    local ttl = op.ttl
+    if not op.packed then ttl = op.ws + 2 * op.window - now end
+    hput(op.key, op.f .. 'w', op.ws, ttl)
+    hput(op.key, op.f .. 'c', cur, ttl)
+    hput(op.key, op.f .. 'p', op.prev, ttl)
+  end,
+  commit = function(op, n)
+    op.cur = op.cur + n
+    A.sw.put(op, op.cur)
+  end,
+  refund = function(op)
+    A.sw.read(op)
+    local at = op.at
+    if at == 0 then at = now end
+    local ws = at - mod(at, op.window)
+    if ws == op.ws then
+      op.cur = max(0, op.cur - op.cost)
+    elseif ws == op.ws - op.window then
+      op.prev = max(0, op.prev - op.cost)
+    else
+      return
+    end
+    A.sw.put(op, op.cur)
+  end,
+  clear = function(op)
+    for _, s in ipairs({'w', 'c', 'p'}) do hput(op.key, op.f .. s, false) end
+  end,
+}
+
+-- The set algorithms keep a sorted set at the rule's own key.
+--   sliding_log: entries scored by when they were added; exact "limit in
+--     any window", never more than limit entries.
+--   concurrency: leases scored by when they expire.
+--   distinct: the keyed hashes of the distinct values seen in the window,
+--     scored by when each was last seen; a value already seen costs
+--     nothing, never more than limit entries.
+local function zcheck(op, cost, from, live_for)
+  local count = redis.call('ZCOUNT', op.key, '(' .. fmt(from), '+inf')
+  op.count = count
+  if count + cost <= op.limit then return true, op.limit - count - cost, op.window, 0 end
+  local reset, retry = 0, op.window
+  local newest = redis.call('ZREVRANGEBYSCORE', op.key, '+inf', '(' .. fmt(from), 'WITHSCORES', 'LIMIT', 0, 1)
+  if newest[2] then reset = live_for(tonumber(newest[2])) end
+  if cost <= op.limit then
+    local e = redis.call('ZRANGEBYSCORE', op.key, '(' .. fmt(from), '+inf', 'WITHSCORES', 'LIMIT', count + cost - op.limit - 1, 1)
+    retry = max(1, live_for(tonumber(e[2])))
+  end
+  return false, max(0, op.limit - count), reset, retry
+end
+
+local function members(op, n)
+  local m = {}
+  for j = 1, n do m[j] = op.member .. ':' .. j end
+  return m
+end
+
+local function zadd(op, score, list)
+  local args = {}
+  for _, m in ipairs(list) do args[#args + 1] = fmt(score); args[#args + 1] = m end
+  redis.call('ZADD', op.key, unpack(args))
+end
+
+local function zclear(op) redis.call('DEL', op.key) end
+
+A.sl = {
+  check = function(op, cost)
+    return zcheck(op, cost, now - op.window, function(s) return s + op.window - now end)
+  end,
+  commit = function(op, n)
+    redis.call('ZREMRANGEBYSCORE', op.key, '-inf', fmt(now - op.window))
+    zadd(op, now, members(op, n))
+    -- bounded by limit
+    redis.call('ZREMRANGEBYRANK', op.key, 0, -(op.limit + 1))
+    redis.call('PEXPIRE', op.key, ms(op.window))
+  end,
+  refund = function(op) redis.call('ZREM', op.key, unpack(members(op, op.cost))) end,
+  clear = zclear,
+}
+
+A.cc = {
+  check = function(op, cost)
+    return zcheck(op, cost, now, function(s) return s - now end)
+  end,
+  commit = function(op, n)
+    redis.call('ZREMRANGEBYSCORE', op.key, '-inf', fmt(now))
+    zadd(op, now + op.window, members(op, n))
+    redis.call('PEXPIRE', op.key, ms(op.window))
+  end,
+  refund = function(op) redis.call('ZREM', op.key, unpack(members(op, op.cost))) end,
+  clear = zclear,
+}
+
+A.ds = {
+  check = function(op, cost)
+    local from = now - op.window
+    local seen = tonumber(redis.call('ZSCORE', op.key, op.member) or 0)
+    if seen > from then
+      op.seen = true
+      local count = redis.call('ZCOUNT', op.key, '(' .. fmt(from), '+inf')
+      return true, max(0, op.limit - count), op.window, 0
+    end
+    return zcheck(op, 1, from, function(s) return s + op.window - now end)
+  end,
+  commit = function(op)
+    -- a value seen again is refreshed: "seen in the window" is last seen
+    redis.call('ZREMRANGEBYSCORE', op.key, '-inf', fmt(now - op.window))
+    redis.call('ZADD', op.key, fmt(now), op.member)
+    redis.call('ZREMRANGEBYRANK', op.key, 0, -(op.limit + 1))
+    redis.call('PEXPIRE', op.key, ms(op.window))
+  end,
+  refund = function(op) redis.call('ZREM', op.key, op.member) end,
+  clear = zclear,
+}
+
+---------------------------------------------------------------------------
+-- Lockouts. Slots: l (locked until, µs), s (strikes), x (strikes forgotten
+-- at, µs); in the packed hash as <id>l..., else in the rule's own lockout
+-- hash (its lock key) as l, s, x.
+
+local function lock_until(op)
+  if not op.lock then return 0 end
+  local l = hget(op.lkey, op.lf .. 'l') or 0
+  if l > now then return l end
+  return 0
+end
+
+-- strike starts a lockout: the n-th within lockout.reset lasts
+-- initial * factor^(n-1), at most max.
+local function strike(op)
+  local initial, factor, lmax, reset = op.lock[1], op.lock[2], op.lock[3], op.lock[4]
+  local n = 1
+  if (hget(op.lkey, op.lf .. 'x') or 0) > now then n = (hget(op.lkey, op.lf .. 's') or 0) + 1 end
+  local d = floor(min(initial * factor ^ (n - 1), lmax))
+  local ttl = reset
+  if op.packed then ttl = op.ttl end
+  hput(op.lkey, op.lf .. 'l', now + d, ttl)
+  hput(op.lkey, op.lf .. 's', n, ttl)
+  hput(op.lkey, op.lf .. 'x', now + reset, ttl)
+  return d
+end
+
+local function unlock(op)
+  if not op.lock then return end
+  for _, s in ipairs({'l', 's', 'x'}) do hput(op.lkey, op.lf .. s, false) end
+end
+
+---------------------------------------------------------------------------
+-- batch: KEYS per op: its state key (the packed hash, or its own key),
+-- then its lockout hash when it has a lockout and is not packed. ARGV:
+-- [1] the number of ops, then NA fields per op, named below (the Go side
+-- writes them in this order: see args.go).
+
+local KIND, ALG, LIMIT, WINDOW, COST, EXTRA, ENFORCE, FIELD, TTL, LOCK, MEMBER, AT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
+local NA = 12
+
+local function parse(keys, args)
+  local ops, k = {}, 1
+  for i = 1, tonumber(args[1]) do
+    local b = 1 + (i - 1) * NA
+    local op = {
+      kind = args[b + KIND], alg = args[b + ALG], limit = tonumber(args[b + LIMIT]),
+      window = tonumber(args[b + WINDOW]), cost = tonumber(args[b + COST]), extra = tonumber(args[b + EXTRA]),
+      enforce = args[b + ENFORCE] == '1', f = args[b + FIELD], ttl = tonumber(args[b + TTL]),
+      member = args[b + MEMBER], at = tonumber(args[b + AT]), key = keys[k],
+    }
+    op.packed = op.f ~= ''
+    k = k + 1
+    local lock = args[b + LOCK]
+    if lock ~= '' then
+      -- "initial factor max reset"
+      local l, j = {}, 1
+      for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
+      op.lock = l
+      if op.packed then
+        op.lkey, op.lf = op.key, op.f
+      else
+        op.lkey, op.lf = keys[k], ''
+        k = k + 1
+      end
+    end
+    ops[i] = op
+  end
+  return ops
+end
+
+-- check: a lockout in force denies before the algorithm is asked.
+local function check(op, cost)
+  local l = lock_until(op)
+  if l > 0 then return false, 0, l - now, l - now, true end
+  local ok, rem, reset, retry = A[op.alg].check(op, cost)
+  return ok, rem, reset, retry, false
+end
+
+-- Result per op: {allowed (0, 1; 2 = skipped), remaining, reset, retry,
+-- locked (0/1), taken}.
+local SKIPPED = {2, 0, 0, 0, 0, 0}
+
+-- untake reports what an allowed op leaves when nothing is taken.
+local function untake(op, r)
+  if op.alg ~= 'ds' then r[2] = r[2] + op.cost elseif not op.seen then r[2] = r[2] + 1 end
+end
+
+local function batch(keys, args)
+  clock()
+  H, W, T = {}, {}, {}
+  local ops = parse(keys, args)
+  local res = {}
+
+  -- Check the takes and peeks; stop at the first enforcing denial.
+  local allowed = true
+  for i, op in ipairs(ops) do
+    if op.kind == 't' or op.kind == 'p' then
+      if not allowed then
+        res[i] = SKIPPED
+      else
+        local ok, rem, reset, retry, locked = check(op, op.cost)
+        res[i] = {ok and 1 or 0, rem, reset, retry, locked and 1 or 0, 0}
+        op.ok = ok
+        if op.enforce and not ok then allowed = false end
+      end
+    end
+  end
+
+  -- Apply.
+  for i, op in ipairs(ops) do
+    local kind, alg = op.kind, A[op.alg]
+    if kind == 't' then
+      local r = res[i]
+      if r[1] == 1 then
+        if allowed then
+          local n = op.cost
+          if op.alg == 'ds' then
+            n = op.seen and 0 or 1 -- a value already seen costs nothing
+          elseif op.extra > 0 then
+            local more = min(op.extra, floor(r[2] / 4)) -- a lease: at most a quarter of what is left
+            n = n + more
+            r[2] = r[2] - more
+          end
+          alg.commit(op, n)
+          r[6] = n
+        else
+          untake(op, r)
+        end
+      end
+    elseif kind == 'p' then
+      if res[i][1] == 1 then untake(op, res[i]) end
+    elseif kind == 's' then
+      local l = lock_until(op)
+      if l > 0 then
+        res[i] = {0, 0, l - now, l - now, 1, 0}
+      elseif op.lock and not alg.check(op, 1) then
+        local d = strike(op)
+        alg.clear(op) -- the attempts after the lockout count afresh
+        res[i] = {0, 0, d, d, 1, 0}
+      else
+        res[i] = {1, 0, 0, 0, 0, 0}
+      end
+    elseif kind == 'r' or kind == 'l' then
+      alg.refund(op)
+      res[i] = {1, 0, 0, 0, 0, 0}
+    elseif kind == 'c' then
+      alg.clear(op)
+      res[i] = {1, op.limit, 0, 0, 0, 0}
+    elseif kind == 'u' then
+      alg.clear(op)
+      unlock(op)
+      res[i] = {1, op.limit, 0, 0, 0, 0}
+    elseif kind == 'v' then
+      -- Reserve: book the next turn of a token bucket (the pacer); AT
+      -- carries the longest wait the caller accepts, in µs.
+      local ok, rem, reset = A.tb.check(op, op.cost)
+      local wait = max(0, op.allow_at - now)
+      if wait <= op.at then
+        A.tb.commit(op, op.cost)
+        res[i] = {1, max(0, rem), max(0, reset), wait, 0, op.cost}
+      else
+        res[i] = {0, 0, reset, wait, 0, 0}
+      end
+    else
+      return redis.error_reply('otpguard: unknown op kind ' .. tostring(kind))
+    end
+  end
+  hflush()
+
+  local out = {allowed and 1 or 0, now}
+  for i = 1, #ops do
+    local r, n = res[i], #out
+    out[n + 1] = r[1]
+    out[n + 2] = floor(r[2])
+    out[n + 3] = floor(r[3])
+    out[n + 4] = floor(r[4])
+    out[n + 5] = r[5]
+    out[n + 6] = r[6]
+  end
+  return out
+end
+
+---------------------------------------------------------------------------
+-- Verification codes: one hash per (destination, purpose): h (the keyed
+-- digest of the code, bound to the address it was sent to) and n (wrong
+-- attempts).
+
+-- code_put: KEYS[1] the code key; ARGV: digest, TTL in ms. Replaces any
+-- earlier code and its attempt count.
+local function code_put(keys, args)
+  redis.call('DEL', keys[1])
+  redis.call('HSET', keys[1], 'h', args[1], 'n', 0)
+  redis.call('PEXPIRE', keys[1], args[2])
+  return 1
+end
+
+-- code_check: KEYS[1] the code key; ARGV: digest, max attempts. Reply
+-- {outcome, now}: 1 approved (the code is consumed), 2 wrong, 3 burned
+-- (this wrong guess used the last attempt), 4 missing.
+local function code_check(keys, args)
+  clock()
+  local h = redis.call('HGET', keys[1], 'h')
+  if not h then return {4, now} end
+  if h == args[1] then
+    redis.call('DEL', keys[1])
+    return {1, now}
+  end
+  local n = redis.call('HINCRBY', keys[1], 'n', 1)
+  if n >= tonumber(args[2]) then
+    redis.call('DEL', keys[1])
+    return {3, now}
+  end
+  return {2, now}
+end
+
+local entries = {batch = batch, code_put = code_put, code_check = code_check}
+if ENTRY then return entries[ENTRY](KEYS, ARGV) end
+for name, f in pairs(entries) do redis.register_function(VERSION .. '_' .. name, f) end

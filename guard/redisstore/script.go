@@ -1,0 +1,159 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed otpguard.lua
+var librarySource string
+
+// The entry points of otpguard.lua.
+const (
+	entryBatch     = "batch"
+	entryCodePut   = "code_put"
+	entryCodeCheck = "code_check"
+)
+
+// Client is the part of go-redis the stores use; *redis.Client,
+// *redis.ClusterClient and *redis.Ring all fit.
+type Client interface {
+	redis.Scripter
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	FunctionLoad(ctx context.Context, code string) *redis.StringCmd
+	Pipeline() redis.Pipeliner
+}
+
+// How the library runs on a server.
+const (
+	modeUnknown   int32 = iota
+	modeFunctions       // a FUNCTION library, called with FCALL
+	modeScripts         // one script per entry, called with EVALSHA
+)
+
+// library is otpguard.lua in its two forms. The function names carry a
+// hash of the source, so two versions of otpguard on one Redis (a rolling
+// deployment) each call their own code.
+type library struct {
+	version   string            // og_<12 hex digits of the source's SHA-256>
+	functions string            // the FUNCTION LOAD text
+	scripts   map[string]string // entry -> EVAL text
+	shas      map[string]string // entry -> SHA-1 of its EVAL text
+	mode      atomic.Int32
+}
+
+func newLibrary() *library {
+	sum := sha256.Sum256([]byte(librarySource))
+	l := &library{version: "og_" + hex.EncodeToString(sum[:6]), scripts: map[string]string{}, shas: map[string]string{}}
+	l.functions = "#!lua name=" + l.version + "\nlocal ENTRY = nil\nlocal VERSION = '" + l.version + "'\n" + librarySource
+	for _, e := range []string{entryBatch, entryCodePut, entryCodeCheck} {
+		src := "local ENTRY = '" + e + "'\nlocal VERSION = nil\n" + librarySource
+		sha := sha1.Sum([]byte(src))
+		l.scripts[e], l.shas[e] = src, hex.EncodeToString(sha[:])
+	}
+	return l
+}
+
+// lib is shared by every store of the process: loading is per server.
+var lib = newLibrary()
+
+// load installs the library on every node of c (every master of a
+// cluster) and settles the mode: functions where the server has them,
+// scripts otherwise.
+func (l *library) load(ctx context.Context, c Client) error {
+	each := func(ctx context.Context, n *redis.Client) error { return l.loadNode(ctx, n) }
+	var err error
+	switch cc := c.(type) {
+	case *redis.ClusterClient:
+		err = cc.ForEachShard(ctx, each)
+	case *redis.Ring:
+		err = cc.ForEachShard(ctx, each)
+	case *redis.Client:
+		err = each(ctx, cc)
+	default:
+		err = l.loadNode(ctx, c)
+	}
+	return err
+}
+
+func (l *library) loadNode(ctx context.Context, c Client) error {
+	if l.mode.Load() != modeScripts {
+		err := c.FunctionLoad(ctx, l.functions).Err()
+		switch {
+		case err == nil || strings.Contains(err.Error(), "already exists"):
+			l.mode.CompareAndSwap(modeUnknown, modeFunctions)
+			return nil
+		case isNetworkError(err):
+			return err
+		}
+		// No functions here (miniredis, Redis < 7, a server that forbids
+		// them): scripts from now on, for every node.
+		l.mode.Store(modeScripts)
+	}
+	for _, e := range []string{entryBatch, entryCodePut, entryCodeCheck} {
+		if err := c.ScriptLoad(ctx, l.scripts[e]).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// caller is a client or a pipeline.
+type caller interface {
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd
+}
+
+// cmd queues or runs one call of entry on c (a client or a pipeline).
+func (l *library) cmd(ctx context.Context, c caller, entry string, keys []string, args []any) *redis.Cmd {
+	if l.mode.Load() == modeFunctions {
+		return c.FCall(ctx, l.version+"_"+entry, keys, args...)
+	}
+	return c.EvalSha(ctx, l.shas[entry], keys, args...)
+}
+
+// missing reports an error that says the call did not run because the
+// node lacks the code (a restarted node): safe to load and call again.
+func missing(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.HasPrefix(s, "NOSCRIPT") || strings.Contains(s, "Function not found")
+}
+
+// call runs entry on c, loading the library first when the mode is not
+// known yet, and once more after a node answered that it lacks the code.
+func (l *library) call(ctx context.Context, c Client, entry string, keys []string, args []any) (any, error) {
+	if l.mode.Load() == modeUnknown {
+		if err := l.load(ctx, c); err != nil {
+			return nil, storeErr(fmt.Errorf("load the otpguard library: %w", err))
+		}
+	}
+	v, err := l.cmd(ctx, c, entry, keys, args).Result()
+	if missing(err) {
+		if err := l.load(ctx, c); err != nil {
+			return nil, storeErr(fmt.Errorf("reload the otpguard library: %w", err))
+		}
+		v, err = l.cmd(ctx, c, entry, keys, args).Result()
+	}
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return v, nil
+}
+
+// isNetworkError tells a failure to reach the server from an answer.
+func isNetworkError(err error) bool {
+	var re redis.Error
+	return !errors.As(err, &re)
+}
