@@ -2,12 +2,15 @@ package guard
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -76,12 +79,27 @@ type NetworkConfig struct {
 	// IPv6Prefix is the prefix length an IPv6 client is counted by for the
 	// `ip` dimension, 32 to 128. Default 64.
 	IPv6Prefix int `yaml:"ipv6Prefix"`
+	// AllowedOrigins lists the web origins (scheme://host[:port]) whose
+	// browsers may call the public routes (CORS). Default none: browsers
+	// on other origins cannot post JSON to the API.
+	AllowedOrigins []string `yaml:"allowedOrigins"`
 }
 
 // StoreConfig bounds calls to the store.
 type StoreConfig struct {
 	// Timeout bounds one decision's work in Redis. Default 50ms.
 	Timeout time.Duration `yaml:"timeout"`
+	// DenyCache remembers denials in process (see [Guard]).
+	DenyCache DenyCacheConfig `yaml:"denyCache"`
+}
+
+// DenyCacheConfig sizes the in-process cache of denials.
+type DenyCacheConfig struct {
+	// TTL caps how long a denial is answered from the cache; 0 turns the
+	// cache off. Default 2s, at most 1m.
+	TTL time.Duration `yaml:"ttl"`
+	// Size bounds the number of cached denials. Default 10000.
+	Size int `yaml:"size"`
 }
 
 // Rule is one rate limit. See SPEC section 4 for the meaning of each field.
@@ -93,6 +111,9 @@ type Rule struct {
 	Action string `yaml:"action"`
 	// Key lists the dimensions the rule counts by (see [Dimensions]).
 	Key []string `yaml:"key"`
+	// Of is, for the distinct algorithm, the dimension whose distinct
+	// values are counted per key (for example account per ip).
+	Of string `yaml:"of"`
 	// Limit is how many requests (or failures) the window admits.
 	Limit int64 `yaml:"limit"`
 	// Window is the period the limit applies to; for concurrency, how long
@@ -119,6 +140,17 @@ type Rule struct {
 	// OnStoreError is "deny" or "allow" (with the in-process backstop).
 	// Default deny, except allow for the login and signup actions.
 	OnStoreError string `yaml:"onStoreError"`
+	// Lease lets each process take blocks of the rule's units from Redis
+	// and spend them locally (fixed_window, requests, enforce only): for
+	// rules every request shares, such as global caps.
+	Lease *Lease `yaml:"lease"`
+}
+
+// Lease sizes a rule's quota leases: a process takes up to Units at once
+// (never more than a quarter of what the limit leaves) and spends them
+// without asking Redis until they run out or the window ends.
+type Lease struct {
+	Units int64 `yaml:"units"`
 }
 
 // Lockout is a progressive lockout: the first lasts Initial, each further
@@ -177,10 +209,16 @@ const (
 	TokenBucket   Algorithm = "token_bucket"
 	SlidingLog    Algorithm = "sliding_log"
 	Concurrency   Algorithm = "concurrency"
+	Distinct      Algorithm = "distinct"
 )
 
 // Algorithms lists every algorithm a rule may name.
-var Algorithms = []Algorithm{FixedWindow, SlidingWindow, TokenBucket, SlidingLog, Concurrency}
+var Algorithms = []Algorithm{FixedWindow, SlidingWindow, TokenBucket, SlidingLog, Concurrency, Distinct}
+
+// packable reports whether a's state fits a field of the packed hash.
+func (a Algorithm) packable() bool {
+	return a == FixedWindow || a == TokenBucket || a == SlidingWindow
+}
 
 // Dimensions lists every dimension a rule may key on.
 var Dimensions = []string{"destination", "ip", "ip/56", "ip/48", "account", "country", "prefix", "global"}
@@ -346,15 +384,36 @@ func (c *Config) Validate() error {
 	if c.Store.Timeout <= 0 || c.Store.Timeout > 10*time.Second {
 		bad("store.timeout", "must be more than 0 and at most 10s, got %s", c.Store.Timeout)
 	}
+	if c.Store.DenyCache.TTL < 0 || c.Store.DenyCache.TTL > time.Minute {
+		bad("store.denyCache.ttl", "must be 0 (off) to 1m, got %s", c.Store.DenyCache.TTL)
+	}
+	if c.Store.DenyCache.Size < 1 || c.Store.DenyCache.Size > 10_000_000 {
+		bad("store.denyCache.size", "must be 1 to 10000000, got %d", c.Store.DenyCache.Size)
+	}
+	for i, o := range c.Network.AllowedOrigins {
+		if !validOrigin(o) {
+			bad(fmt.Sprintf("network.allowedOrigins[%d]", i), "%q is not an origin such as https://app.example.com", o)
+		}
+	}
 	for i := range c.Rules {
 		c.Rules[i].validate(fmt.Sprintf("rules[%d]", i), bad)
 		for j := range i {
-			if c.Rules[j].Name == c.Rules[i].Name {
-				bad(fmt.Sprintf("rules[%d].name", i), "%q is already the name of rules[%d]", c.Rules[i].Name, j)
+			a, b := &c.Rules[j], &c.Rules[i]
+			if a.Name == b.Name {
+				bad(fmt.Sprintf("rules[%d].name", i), "%q is already the name of rules[%d]", b.Name, j)
+			} else if dimsKey(a.Key) == dimsKey(b.Key) && ruleID(a.Name, a.Algorithm) == ruleID(b.Name, b.Algorithm) {
+				bad(fmt.Sprintf("rules[%d].name", i), "%q and rules[%d] (%s) are keyed alike and their names hash to one state id; rename one of them", b.Name, j, a.Name)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validOrigin reports whether o is a serialized web origin.
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil &&
+		u.Path == "" && u.RawQuery == "" && u.Fragment == "" && o == u.Scheme+"://"+u.Host && strings.ToLower(o) == o
 }
 
 func (r *Rule) validate(at string, bad func(field, format string, args ...any)) {
@@ -387,6 +446,22 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 	}
 	if !slices.Contains(Algorithms, r.Algorithm) {
 		bad(at+".algorithm", "unknown algorithm %q; one of %s", r.Algorithm, joinAlgorithms())
+	}
+	switch {
+	case r.Algorithm == Distinct && (r.Of == "" || r.Of == "global" || !slices.Contains(Dimensions, r.Of)):
+		bad(at+".of", "the distinct algorithm counts the distinct values of one dimension: one of %s except global", strings.Join(Dimensions, ", "))
+	case r.Algorithm == Distinct && slices.Contains(r.Key, r.Of):
+		bad(at+".of", "%q is also in key: one value per key cannot be counted", r.Of)
+	case r.Algorithm != Distinct && r.Of != "":
+		bad(at+".of", "only applies to the distinct algorithm")
+	}
+	if l := r.Lease; l != nil {
+		switch {
+		case r.Algorithm != FixedWindow || r.Count != CountRequests || r.Mode != ModeEnforce:
+			bad(at+".lease", "needs algorithm fixed_window, count requests and mode enforce")
+		case l.Units < 2 || l.Units > r.Limit:
+			bad(at+".lease.units", "must be 2 to the rule's limit (%d), got %d", r.Limit, l.Units)
+		}
 	}
 	switch r.Count {
 	case CountRequests:
@@ -421,6 +496,9 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 		if r.Count != CountFailures {
 			bad(at+".lockout", "needs count: failures (a lockout follows failed attempts)")
 		}
+		if r.Algorithm == Distinct {
+			bad(at+".lockout", "does not apply to the distinct algorithm (it denies new values for its window already)")
+		}
 		if l.Initial < time.Second {
 			bad(at+".lockout.initial", "must be at least 1s, got %s", l.Initial)
 		}
@@ -430,8 +508,8 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 		if l.Max < l.Initial || l.Max > MaxWindow {
 			bad(at+".lockout.max", "must be at least lockout.initial (%s) and at most %s, got %s", l.Initial, MaxWindow, l.Max)
 		}
-		if l.Reset < time.Second || l.Reset > MaxWindow {
-			bad(at+".lockout.reset", "must be 1s to %s, got %s", MaxWindow, l.Reset)
+		if l.Reset < l.Max || l.Reset > MaxWindow {
+			bad(at+".lockout.reset", "must be at least lockout.max (%s) and at most %s, got %s", l.Max, MaxWindow, l.Reset)
 		}
 	}
 	if r.ResetOnSuccess && r.Count != CountFailures {
@@ -440,6 +518,21 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 	if r.OnStoreError != "deny" && r.OnStoreError != "allow" {
 		bad(at+".onStoreError", "must be deny or allow, got %q", r.OnStoreError)
 	}
+}
+
+// dimsKey names a set of dimensions whatever their order.
+func dimsKey(dims []string) string {
+	s := slices.Clone(dims)
+	slices.Sort(s)
+	return strings.Join(s, "\x00")
+}
+
+// ruleID is the short name of a rule's state among the rules keyed on the
+// same dimensions (12 bits of a hash of its name and algorithm: a new
+// algorithm never reads an old one's state).
+func ruleID(name string, alg Algorithm) string {
+	sum := sha256.Sum256([]byte(name + "\x00" + string(alg)))
+	return base64.RawURLEncoding.EncodeToString(sum[:2])[:2]
 }
 
 func joinAlgorithms() string {

@@ -8,8 +8,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -31,13 +33,26 @@ type Request struct {
 	Attributes map[string]string
 }
 
-// Outcome is what happened to an attempt, for failure-counting rules.
+// Outcome is how an admitted attempt ended, for the failure-counting rules
+// (see [Guard.Settle]).
 type Outcome int
 
 // The outcomes.
 const (
+	// Failure: the attempt failed. The failure counted at admission stays;
+	// a rule with a lockout that reached its limit starts a lockout.
 	Failure Outcome = iota + 1
+	// Success: the failure counted at admission is given back, and rules
+	// with resetOnSuccess are cleared.
 	Success
+	// Void: the attempt never happened (the authenticator was
+	// unavailable): every failure counted at admission is given back.
+	Void
+	// Stray: the attempt failed against nothing the subject owns (an OTP
+	// guess when no code is pending). It is given back to the rules keyed
+	// on destination or account, so strangers cannot use up an owner's
+	// budget, and stays a Failure for the others (IP, global).
+	Stray
 )
 
 // Result is one rule's part in a decision.
@@ -49,8 +64,9 @@ type Result struct {
 	// Allowed reports whether this rule alone allows the request. A shadow
 	// rule may report false for an allowed request.
 	Allowed bool
-	// Limit is the rule's nominal limit.
-	Limit int64
+	// Limit is the rule's nominal limit; Window its window.
+	Limit  int64
+	Window time.Duration
 	// Remaining is how many more requests (or failures) the rule admits
 	// now under its nominal limit; never negative.
 	Remaining int64
@@ -64,11 +80,21 @@ type Result struct {
 	// Locked reports that a lockout denies.
 	Locked bool
 	// StoreError reports that the store failed and the rule's onStoreError
-	// policy decided.
-	StoreError bool
+	// policy decided; Backstop that the policy was allow and the
+	// in-process backstop decided.
+	StoreError, Backstop bool
 	// Skipped reports that the rule was not evaluated because another
-	// rule of the request denied first (Redis Cluster, see redisstore).
+	// rule of the request denied first.
 	Skipped bool
+	// Cached reports a denial answered from the in-process deny cache,
+	// without asking the store.
+	Cached bool
+	// Leased reports an admission paid from this process's lease of the
+	// rule's units, without asking the store.
+	Leased bool
+
+	taken  int64  // units the store consumed for this rule
+	member string // the entry a set algorithm added
 }
 
 // Decision is the answer to [Guard.Allow].
@@ -79,13 +105,15 @@ type Decision struct {
 	DeniedBy string
 	// RetryAfter is, when denied, the longest wait of the denying rules.
 	RetryAfter time.Duration
-	// Rules holds one Result per rule evaluated, in configuration order.
+	// Rules holds one Result per rule of the action, in configuration order.
 	Rules []Result
 	// StoreError is the store's error when the store failed and the rules'
 	// onStoreError policies decided (Allowed tells how).
 	StoreError error
 	// Lease identifies the concurrency leases taken, for [Guard.Release].
 	Lease string
+	// At is the store's clock when it decided (zero when nothing asked it).
+	At time.Time
 }
 
 // Options configure a Guard.
@@ -94,10 +122,14 @@ type Options struct {
 	// bytes; required.
 	Secret []byte
 	// Backstop decides for rules with onStoreError allow while the Store
-	// fails: a store private to this process (redisstore.NewMemory), so
-	// each process still limits on its own. Required when a rule allows on
+	// fails: a store private to this process (memstore.New), so each
+	// process still limits on its own. Required when a rule allows on
 	// store errors.
 	Backstop Store
+	// Clock reads this process's monotonic clock for the deny cache and
+	// leases, which measure only durations the store reported. Default
+	// time.Now. Rule windows always run on the store's clock.
+	Clock func() time.Time
 }
 
 // Guard evaluates the configured rules of an action against a Store.
@@ -109,14 +141,22 @@ type Guard struct {
 	timeout  time.Duration
 	ipv6Bits int
 	byAction map[string][]*rule
+	all      []*rule
+	clock    func() time.Time
+	macs     sync.Pool // keyed HMAC-SHA256 states
+	global   string    // the tag of the global dimension, hashed once
+	cache    *denyCache
+	leases   *leases
 }
 
 // rule is a Rule with what every decision needs computed once.
 type rule struct {
 	Rule
-	id    string // short hash of name and algorithm, the key's suffix
-	limit int64  // effective limit: with a soft rule's overage
-	allow bool   // onStoreError allow
+	spec  *Spec
+	dims  []string // Key, sorted: the order a rule lists them in does not matter
+	limit int64    // effective limit: with a soft rule's overage
+	allow bool     // onStoreError allow
+	owned bool     // keyed on destination or account (see Stray)
 }
 
 // New returns a Guard for a validated configuration.
@@ -127,6 +167,9 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
 	g := &Guard{
 		store:    store,
 		backstop: opts.Backstop,
@@ -134,24 +177,70 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		timeout:  cfg.Store.Timeout,
 		ipv6Bits: cfg.Network.IPv6Prefix,
 		byAction: map[string][]*rule{},
+		clock:    opts.Clock,
+		leases:   &leases{m: map[string]*lease{}},
 	}
+	g.macs.New = func() any { return hmac.New(sha256.New, g.secret) }
+	if cfg.Store.DenyCache.TTL > 0 {
+		g.cache = newDenyCache(cfg.Store.DenyCache.TTL, cfg.Store.DenyCache.Size)
+	}
+	packs := packing(cfg.Rules)
 	for _, r := range cfg.Rules {
 		if r.OnStoreError == "allow" && g.backstop == nil {
 			return nil, fmt.Errorf("guard: rule %s allows on store errors, which needs Options.Backstop", r.Name)
 		}
-		sum := sha256.Sum256([]byte(r.Name + "\x00" + string(r.Algorithm)))
-		cr := &rule{Rule: r, id: base64.RawURLEncoding.EncodeToString(sum[:6]), limit: r.Limit, allow: r.OnStoreError == "allow"}
+		cr := &rule{Rule: r, limit: r.Limit, allow: r.OnStoreError == "allow", dims: slices.Sorted(slices.Values(r.Key)),
+			owned: slices.Contains(r.Key, "destination") || slices.Contains(r.Key, "account")}
 		if r.Mode == ModeSoft {
 			cr.limit += int64(float64(r.Limit) * float64(r.Overage))
 		}
+		cr.spec = &Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
+			Enforce: r.Mode != ModeShadow, Lockout: r.Lockout}
+		if ttl, ok := packs[dimsKey(r.Key)]; ok && r.Algorithm.packable() {
+			cr.spec.Packed, cr.spec.PackTTL = true, ttl
+		}
 		g.byAction[r.Action] = append(g.byAction[r.Action], cr)
+		g.all = append(g.all, cr)
 	}
+	g.global = g.hashValues([]string{"global"}, []string{""})
 	return g, nil
 }
 
+// packing decides which rules share a packed hash: those of the packable
+// algorithms keyed on the same dimensions, when there are at least two
+// (one rule alone is cheaper as a plain key). It returns the hash's TTL per
+// set of dimensions: the longest state its rules keep.
+func packing(rules []Rule) map[string]time.Duration {
+	count := map[string]int{}
+	ttl := map[string]time.Duration{}
+	for _, r := range rules {
+		if !r.Algorithm.packable() {
+			continue
+		}
+		k := dimsKey(r.Key)
+		count[k]++
+		keep := r.Window
+		if r.Algorithm == SlidingWindow {
+			keep = 2 * r.Window
+		}
+		if r.Lockout != nil {
+			keep = max(keep, r.Lockout.Reset)
+		}
+		ttl[k] = max(ttl[k], keep)
+	}
+	for k, n := range count {
+		if n < 2 {
+			delete(ttl, k)
+		}
+	}
+	return ttl
+}
+
 // Allow decides whether req may proceed and, if so, consumes one unit of
-// every request-counting rule of its action; failure-counting rules are only
-// checked (see [Guard.Record]). A denied request consumes nothing.
+// every rule of its action. Failure-counting rules count the attempt as a
+// failure at admission; [Guard.Settle] gives it back when the attempt
+// succeeds, so their limits hold exactly under any concurrency. A denied
+// request consumes nothing.
 func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
 	return g.AllowN(ctx, req, 1)
 }
@@ -162,110 +251,217 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 		return Decision{}, fmt.Errorf("guard: cost %d: %w", n, ErrInvalidInput)
 	}
 	rules := g.match(req)
-	lease := ""
-	if slices.ContainsFunc(rules, func(r *rule) bool { return r.Algorithm == Concurrency }) {
-		lease = newID()
-	}
-	ops := make([]Op, len(rules))
-	for i, r := range rules {
-		kind := Take
-		if r.Count == CountFailures {
-			kind = Peek
-		}
-		op, err := g.op(r, req, kind, n)
-		if err != nil {
-			return Decision{}, err
-		}
-		if r.Algorithm == Concurrency {
-			op.Member = lease
-		}
-		ops[i] = op
-	}
-	d := Decision{Allowed: true, Rules: make([]Result, len(rules)), Lease: lease}
-	if len(ops) == 0 {
+	d := Decision{Allowed: true, Rules: make([]Result, len(rules))}
+	if len(rules) == 0 {
 		return d, nil
 	}
-	res, err := g.do(ctx, ops)
+	tags, err := g.tags(rules, req.Subject)
 	if err != nil {
-		d.StoreError = err
-		res = g.fallback(ctx, rules, ops)
+		return Decision{}, err
+	}
+	now := g.clock()
+	if g.cache != nil {
+		for i, r := range rules {
+			if res, ok := g.cache.get(r.spec.ID+tags[i], now); ok && r.spec.Enforce {
+				return g.cached(rules, i, res), nil
+			}
+		}
+	}
+
+	ops := make([]Op, 0, len(rules))
+	at := make([]int, 0, len(rules)) // the rule of each op
+	var local []int                  // rules paid from a local lease
+	for i, r := range rules {
+		op := Op{Kind: Take, Spec: r.spec, Tag: tags[i], Cost: n}
+		switch r.Algorithm {
+		case Concurrency:
+			if d.Lease == "" {
+				d.Lease = newID()
+			}
+			op.Member = d.Lease
+		case SlidingLog:
+			op.Member = newID() // names this request's log entries
+		case Distinct:
+			v, err := g.dimension(r.Of, req.Subject)
+			if err != nil {
+				return Decision{}, fmt.Errorf("rule %s: %w", r.Name, err)
+			}
+			op.Member = g.valueHash(r.Of, v)
+		}
+		if r.Lease != nil {
+			if left, ok := g.leases.take(r.spec.ID+tags[i], n, now); ok {
+				d.Rules[i] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Remaining: left, Leased: true}
+				local = append(local, i)
+				continue
+			}
+			op.Extra = max(0, r.Lease.Units-n)
+		}
+		ops, at = append(ops, op), append(at, i)
+	}
+	if len(ops) > 0 {
+		res, err := g.do(ctx, g.store, ops)
+		if err != nil {
+			d.StoreError = err
+			res = g.fallback(ctx, rules, at, ops)
+		}
+		for j, i := range at {
+			d.Rules[i] = rules[i].result(res[j], ops[j].Member)
+			d.Rules[i].StoreError = err != nil
+			d.Rules[i].Backstop = err != nil && rules[i].allow
+			if d.At.IsZero() {
+				d.At = res[j].Now
+			}
+		}
 	}
 	for i, r := range rules {
-		d.Rules[i] = r.result(res[i])
-		if err != nil {
-			d.Rules[i].StoreError = true
-		}
-		if !d.Rules[i].Allowed && r.Mode != ModeShadow {
+		if res := d.Rules[i]; !res.Allowed && r.spec.Enforce {
 			if d.Allowed {
 				d.Allowed, d.DeniedBy = false, r.Name
 			}
-			d.RetryAfter = max(d.RetryAfter, d.Rules[i].RetryAfter)
+			d.RetryAfter = max(d.RetryAfter, res.RetryAfter)
+		}
+	}
+
+	// Leases: units paid locally go back when the request is denied;
+	// extra units the store granted become this process's lease.
+	for _, i := range local {
+		if !d.Allowed {
+			g.leases.give(rules[i].spec.ID+tags[i], n)
+		}
+	}
+	if d.Allowed && d.StoreError == nil {
+		for j, i := range at {
+			if extra := d.Rules[i].taken - n; extra > 0 && ops[j].Extra > 0 {
+				g.leases.grant(rules[i].spec.ID+tags[i], extra, now.Add(d.Rules[i].ResetAfter))
+			}
+		}
+	}
+	if !d.Allowed && d.StoreError == nil && g.cache != nil && n == 1 {
+		for i, r := range rules {
+			if res := d.Rules[i]; !res.Allowed && !res.Skipped && !res.Cached && r.cacheable(res) {
+				g.cache.put(r.spec.ID+tags[i], res, now)
+			}
 		}
 	}
 	return d, nil
 }
 
+// cacheable reports whether a denial of r can be answered from the deny
+// cache until its retry-after: only time ends it. Concurrency leases are
+// released at any moment, and a failure count drops when an attempt in
+// flight succeeds, so those are asked of the store every time; a lockout
+// runs its course.
+func (r *rule) cacheable(res Result) bool {
+	return r.spec.Enforce && r.Algorithm != Concurrency && (r.Count == CountRequests || res.Locked) && res.RetryAfter > 0
+}
+
+// cached is the decision a cached denial of rules[i] answers: the store is
+// not asked, the other rules are skipped.
+func (g *Guard) cached(rules []*rule, i int, res Result) Decision {
+	d := Decision{Rules: make([]Result, len(rules)), DeniedBy: rules[i].Name, RetryAfter: res.RetryAfter}
+	for j, r := range rules {
+		d.Rules[j] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Skipped: true}
+	}
+	d.Rules[i] = res
+	return d
+}
+
 // fallback decides while the store fails: rules with onStoreError deny
 // deny; rules with allow go to the in-process backstop, which limits each
 // process on its own.
-func (g *Guard) fallback(ctx context.Context, rules []*rule, ops []Op) []OpResult {
+func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op) []OpResult {
 	res := make([]OpResult, len(ops))
 	var idx []int
 	var back []Op
-	for i, r := range rules {
-		if r.allow {
-			idx, back = append(idx, i), append(back, ops[i])
+	for j, i := range at {
+		if rules[i].allow {
+			op := ops[j]
+			op.Extra = 0
+			idx, back = append(idx, j), append(back, op)
 		} else {
-			res[i] = OpResult{Allowed: false, RetryAfter: time.Second}
+			res[j] = OpResult{Allowed: false, RetryAfter: time.Second}
 		}
 	}
 	if len(back) > 0 {
-		br, err := g.backstop.Do(ctx, back)
-		for j, i := range idx {
+		br, err := g.do(ctx, g.backstop, back)
+		for k, j := range idx {
 			if err != nil {
-				res[i] = OpResult{Allowed: false, RetryAfter: time.Second}
+				res[j] = OpResult{Allowed: false, RetryAfter: time.Second}
 			} else {
-				res[i] = br[j]
+				res[j] = br[k]
 			}
 		}
 	}
 	return res
 }
 
-// Record reports the outcome of an allowed attempt to the failure-counting
-// rules of its action: a Failure counts (and may start a lockout), a
-// Success clears the rules with resetOnSuccess.
-func (g *Guard) Record(ctx context.Context, req Request, outcome Outcome) ([]Result, error) {
-	var rules []*rule
+// Settle reports how an attempt that d admitted ended, to the
+// failure-counting rules of its action (see [Outcome]). Pass the zero
+// Decision when the decision is not at hand (the internal outcomes route):
+// the store then assumes every rule counted the attempt in its current
+// window.
+func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Outcome) ([]Result, error) {
+	rules := g.match(req)
+	tags, err := g.tags(rules, req.Subject)
+	if err != nil {
+		return nil, err
+	}
+	var settled []*rule
 	var ops []Op
-	for _, r := range g.match(req) {
-		var kind OpKind
-		switch {
-		case r.Count != CountFailures:
+	for i, r := range rules {
+		if r.Count != CountFailures {
 			continue
-		case outcome == Failure:
-			kind = Fail
+		}
+		taken, member := int64(1), ""
+		if d.Rules != nil {
+			k := slices.IndexFunc(d.Rules, func(x Result) bool { return x.Rule == r.Name })
+			if k < 0 || !d.Allowed {
+				continue
+			}
+			taken, member = d.Rules[k].taken, d.Rules[k].member
+		} else if r.Algorithm == SlidingLog {
+			taken = 0 // its entry is named at admission, unknown here
+		}
+		kind := OpKind("")
+		switch failed := outcome == Failure || (outcome == Stray && !r.owned); {
+		case failed && r.Lockout != nil:
+			kind = Strike
+		case failed:
 		case outcome == Success && r.ResetOnSuccess:
 			kind = Clear
-		default:
+		case taken > 0:
+			kind = Refund
+		}
+		if kind == "" {
 			continue
 		}
-		op, err := g.op(r, req, kind, 1)
-		if err != nil {
-			return nil, err
+		op := Op{Kind: kind, Spec: r.spec, Tag: tags[i], Cost: max(taken, 1), Member: member, At: d.At}
+		if r.Algorithm == Distinct && member == "" {
+			v, err := g.dimension(r.Of, req.Subject)
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", r.Name, err)
+			}
+			op.Member = g.valueHash(r.Of, v)
 		}
-		rules, ops = append(rules, r), append(ops, op)
+		if kind != Strike && g.cache != nil {
+			g.cache.drop(r.spec.ID + tags[i])
+		}
+		settled, ops = append(settled, r), append(ops, op)
 	}
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	res, err := g.do(ctx, ops)
-	if err != nil {
-		return nil, fmt.Errorf("record %s outcome: %w", req.Action, err)
+	store := g.store
+	if d.StoreError != nil {
+		store = g.backstop // the attempt was admitted there
 	}
-	out := make([]Result, len(rules))
-	for i, r := range rules {
-		out[i] = r.result(res[i])
+	res, err := g.do(ctx, store, ops)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s outcome: %w", req.Action, err)
+	}
+	out := make([]Result, len(settled))
+	for i, r := range settled {
+		out[i] = r.result(res[i], "")
 	}
 	return out, nil
 }
@@ -273,25 +469,113 @@ func (g *Guard) Record(ctx context.Context, req Request, outcome Outcome) ([]Res
 // Release gives back the concurrency leases that the decision with lease
 // took for req.
 func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
-	var ops []Op
-	for _, r := range g.match(req) {
-		if r.Algorithm != Concurrency {
-			continue
-		}
-		op, err := g.op(r, req, Release, 1)
-		if err != nil {
-			return err
-		}
-		op.Member = lease
-		ops = append(ops, op)
-	}
-	if len(ops) == 0 || lease == "" {
+	if lease == "" {
 		return nil
 	}
-	if _, err := g.do(ctx, ops); err != nil {
+	rules := g.match(req)
+	tags, err := g.tags(rules, req.Subject)
+	if err != nil {
+		return err
+	}
+	var ops []Op
+	for i, r := range rules {
+		if r.Algorithm == Concurrency {
+			ops = append(ops, Op{Kind: Release, Spec: r.spec, Tag: tags[i], Cost: 1, Member: lease})
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := g.do(ctx, g.store, ops); err != nil {
 		return fmt.Errorf("release %s lease: %w", req.Action, err)
 	}
 	return nil
+}
+
+// Status is one rule's state for one subject (see [Guard.Status]).
+type Status struct {
+	Rule       string
+	Remaining  int64
+	ResetAfter time.Duration
+	Locked     bool
+	LockedFor  time.Duration
+}
+
+// Status reports, for every rule keyed on dimension alone, the state of
+// the subject whose value of it s holds.
+func (g *Guard) Status(ctx context.Context, dimension string, s Subject) ([]Status, error) {
+	rules, ops, err := g.onDimension(dimension, s, Peek)
+	if err != nil || len(ops) == 0 {
+		return nil, err
+	}
+	res, err := g.do(ctx, g.store, ops)
+	if err != nil {
+		return nil, fmt.Errorf("read %s state: %w", dimension, err)
+	}
+	out := make([]Status, len(rules))
+	for i, r := range rules {
+		x := r.result(res[i], "")
+		out[i] = Status{Rule: r.Name, Remaining: x.Remaining, ResetAfter: x.ResetAfter, Locked: x.Locked}
+		if x.Locked {
+			out[i].LockedFor = x.RetryAfter
+		}
+	}
+	return out, nil
+}
+
+// Unblock forgets, for every rule keyed on dimension alone, the counters,
+// lockouts and lockout history of the subject whose value of it s holds:
+// an administrator's unlock. Denials cached by other processes end within
+// store.denyCache.ttl.
+func (g *Guard) Unblock(ctx context.Context, dimension string, s Subject) ([]string, error) {
+	rules, ops, err := g.onDimension(dimension, s, Unblock)
+	if err != nil || len(ops) == 0 {
+		return nil, err
+	}
+	if _, err := g.do(ctx, g.store, ops); err != nil {
+		return nil, fmt.Errorf("unblock %s: %w", dimension, err)
+	}
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.Name
+		if g.cache != nil {
+			g.cache.drop(ops[i].Spec.ID + ops[i].Tag)
+		}
+		g.leases.drop(ops[i].Spec.ID + ops[i].Tag)
+	}
+	return names, nil
+}
+
+func (g *Guard) onDimension(dimension string, s Subject, kind OpKind) ([]*rule, []Op, error) {
+	if !slices.Contains(Dimensions, dimension) {
+		return nil, nil, fmt.Errorf("%w: unknown dimension %q", ErrInvalidInput, dimension)
+	}
+	var rules []*rule
+	var ops []Op
+	for _, r := range g.all {
+		if len(r.Key) != 1 || r.Key[0] != dimension {
+			continue
+		}
+		tags, err := g.tags([]*rule{r}, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		rules, ops = append(rules, r), append(ops, Op{Kind: kind, Spec: r.spec, Tag: tags[0], Cost: 1})
+	}
+	return rules, ops, nil
+}
+
+// HasAction reports whether a rule has action.
+func (g *Guard) HasAction(action string) bool { return len(g.byAction[action]) > 0 }
+
+// Actions lists the actions rules apply to, sorted.
+func (g *Guard) Actions() []string {
+	var out []string
+	for a := range g.byAction {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Rules returns the names of the rules that apply to req.
@@ -303,10 +587,10 @@ func (g *Guard) Rules(req Request) []string {
 	return names
 }
 
-func (g *Guard) do(ctx context.Context, ops []Op) ([]OpResult, error) {
+func (g *Guard) do(ctx context.Context, st Store, ops []Op) ([]OpResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	res, err := g.store.Do(ctx, ops)
+	res, err := st.Do(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
@@ -318,8 +602,9 @@ func (g *Guard) do(ctx context.Context, ops []Op) ([]OpResult, error) {
 
 // match returns the rules of req's action whose filters req passes.
 func (g *Guard) match(req Request) []*rule {
-	var out []*rule
-	for _, r := range g.byAction[req.Action] {
+	all := g.byAction[req.Action]
+	out := make([]*rule, 0, len(all))
+	for _, r := range all {
 		if r.matches(req.Attributes) {
 			out = append(out, r)
 		}
@@ -337,15 +622,15 @@ func (r *rule) matches(attrs map[string]string) bool {
 	return true
 }
 
-func (r *rule) result(o OpResult) Result {
+func (r *rule) result(o OpResult, member string) Result {
 	res := Result{
-		Rule: r.Name, Mode: r.Mode, Allowed: o.Allowed, Limit: r.Limit,
+		Rule: r.Name, Mode: r.Mode, Allowed: o.Allowed, Limit: r.Limit, Window: r.Window,
 		Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: o.RetryAfter, Locked: o.Locked,
-		Skipped: o.Skipped,
+		Skipped: o.Skipped, taken: o.Taken, member: member,
 	}
 	if extra := r.limit - r.Limit; extra > 0 {
 		res.Remaining -= extra
-		res.Over = o.Allowed && res.Remaining < 0
+		res.Over = o.Allowed && !o.Skipped && res.Remaining < 0
 	}
 	res.Remaining = max(res.Remaining, 0)
 	if res.Allowed {
@@ -354,42 +639,64 @@ func (r *rule) result(o OpResult) Result {
 	return res
 }
 
-// op builds the operation of rule r for req.
-func (g *Guard) op(r *rule, req Request, kind OpKind, cost int64) (Op, error) {
-	tag, err := g.subjectHash(r, req.Subject)
-	if err != nil {
-		return Op{}, err
+// tags returns, for each rule, the keyed hash of the subject's values of
+// the rule's dimensions, computing it once per set of dimensions.
+func (g *Guard) tags(rules []*rule, s Subject) ([]string, error) {
+	tags := make([]string, len(rules))
+	for i, r := range rules {
+		if len(r.dims) == 1 && r.dims[0] == "global" {
+			tags[i] = g.global
+			continue
+		}
+		if j := slices.IndexFunc(rules[:i], func(o *rule) bool { return slices.Equal(o.dims, r.dims) }); j >= 0 {
+			tags[i] = tags[j]
+			continue
+		}
+		var vals [3]string
+		values := vals[:0]
+		for _, dim := range r.dims {
+			v, err := g.dimension(dim, s)
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", r.Name, err)
+			}
+			values = append(values, v)
+		}
+		tags[i] = g.hashValues(r.dims, values)
 	}
-	key := "og:{" + tag + "}:" + r.id
-	op := Op{
-		Kind: kind, Algorithm: r.Algorithm, Key: key, Limit: r.limit, Window: r.Window,
-		Cost: cost, Enforce: r.Mode != ModeShadow && (kind == Take || kind == Peek),
-	}
-	if r.Algorithm == SlidingLog {
-		op.Member = newID() // names this request's log entries
-	}
-	if r.Lockout != nil {
-		op.LockKey, op.StrikeKey, op.Lockout = key+":l", key+":s", r.Lockout
-	}
-	return op, nil
+	return tags, nil
 }
 
-// subjectHash is the keyed hash of the rule's dimensions' values: 128 bits
-// of HMAC-SHA256, base64url. It is the key's hash tag, so every rule keyed
-// on the same dimensions and values shares one Redis Cluster slot.
-func (g *Guard) subjectHash(r *rule, s Subject) (string, error) {
-	m := hmac.New(sha256.New, g.secret)
-	for _, dim := range r.Key {
-		v, err := g.dimension(dim, s)
-		if err != nil {
-			return "", fmt.Errorf("rule %s: %w", r.Name, err)
-		}
+// hashValues is the keyed hash of dimensions and their values: 128 bits of
+// HMAC-SHA256 (the deployment secret), base64url. It is the subject's tag:
+// its keys' Redis Cluster hash tag, so every rule keyed on the same
+// dimensions and values shares one slot.
+func (g *Guard) hashValues(dims, values []string) string {
+	m := g.macs.Get().(hash.Hash)
+	m.Reset()
+	for i, dim := range dims {
 		m.Write([]byte(dim))
 		m.Write([]byte{0})
-		m.Write([]byte(v))
+		m.Write([]byte(values[i]))
 		m.Write([]byte{0})
 	}
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16]), nil
+	var sum [sha256.Size]byte
+	var out [22]byte
+	base64.RawURLEncoding.Encode(out[:], m.Sum(sum[:0])[:16])
+	g.macs.Put(m)
+	return string(out[:])
+}
+
+// valueHash names one value of a distinct rule's `of` dimension inside its
+// set: 64 bits of keyed hash, enough to tell the values of one window apart.
+func (g *Guard) valueHash(dim, value string) string {
+	m := g.macs.Get().(hash.Hash)
+	m.Reset()
+	m.Write([]byte("of\x00" + dim + "\x00" + value))
+	var sum [sha256.Size]byte
+	var out [11]byte
+	base64.RawURLEncoding.Encode(out[:], m.Sum(sum[:0])[:8])
+	g.macs.Put(m)
+	return string(out[:])
 }
 
 func (g *Guard) dimension(dim string, s Subject) (string, error) {

@@ -300,3 +300,36 @@ func IPKey(a netip.Addr, bits int) string {
 	p, _ := a.WithZone("").Prefix(bits)
 	return p.String()
 }
+
+// ParseDimension reads one dimension's value as the subject that holds
+// it: an email or phone number for destination, an address for the ip
+// dimensions, a username for account, a region code for country, an E.164
+// prefix for prefix; anything for global.
+func ParseDimension(dim, value string, p PhonePolicy) (Subject, error) {
+	var s Subject
+	var err error
+	switch dim {
+	case "destination":
+		s.Destination, err = GuessDestination(value, p)
+	case "ip", "ip/56", "ip/48":
+		s.IP, err = ParseIP(value)
+	case "account":
+		s.Account, err = ParseAccount(value)
+	case "country":
+		r := strings.ToUpper(strings.TrimSpace(value))
+		if _, ok := phonenumbers.GetSupportedRegions()[r]; !ok {
+			return s, invalid("%q is not a supported ISO 3166 region code", value)
+		}
+		s.Destination.Country = r
+	case "prefix":
+		v := strings.TrimSpace(value)
+		if len(v) < 2 || len(v) > 16 || v[0] != '+' || strings.Trim(v[1:], "0123456789") != "" {
+			return s, invalid("a prefix is + and the digits of an E.164 number without its last 4")
+		}
+		s.Destination.Prefix = v
+	case "global":
+	default:
+		return s, invalid("unknown dimension %q; one of %s", dim, strings.Join(Dimensions, ", "))
+	}
+	return s, err
+}

@@ -2,8 +2,12 @@ package guard
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -179,42 +183,103 @@ func TestIPKeys(t *testing.T) {
 	}
 }
 
-// Variants of one identity hash to one key; different identities do not.
+// Variants of one identity hash to one tag; different identities do not.
 func TestSubjectHashFoldsVariants(t *testing.T) {
 	g, err := New(DefaultConfig(), nil, Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := g.byAction["otp.send"][0]
-	key := func(email string) string {
+	tag := func(email string) string {
+		t.Helper()
 		d, err := ParseEmail(email)
 		if err != nil {
 			t.Fatal(err)
 		}
-		op, err := g.op(r, Request{Subject: Subject{Destination: d}}, Take, 1)
+		tags, err := g.tags([]*rule{r}, Subject{Destination: d})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return op.Key
+		return tags[0]
 	}
-	k := key("victim@gmail.com")
+	k := tag("victim@gmail.com")
 	for _, v := range []string{"Victim@Gmail.com", "v.i.c.t.i.m+1@googlemail.com", "ｖｉｃｔｉｍ@gmail.com", " VICTIM+x@GMAIL.COM "} {
-		if key(v) != k {
+		if tag(v) != k {
 			t.Errorf("%q counts apart from victim@gmail.com", v)
 		}
 	}
-	if key("victim2@gmail.com") == k {
-		t.Error("two addresses share a key")
+	if tag("victim2@gmail.com") == k {
+		t.Error("two addresses share a tag")
 	}
-	if strings.Contains(k, "victim") || len(k) > 40 {
-		t.Errorf("key %q", k)
-	}
-	a1, a2 := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::ffff")
 	ipRule := g.byAction["otp.send"][2]
-	o1, _ := g.op(ipRule, Request{Subject: Subject{IP: a1}}, Take, 1)
-	o2, _ := g.op(ipRule, Request{Subject: Subject{IP: a2}}, Take, 1)
-	if o1.Key != o2.Key {
+	ipTag := func(a string) string {
+		t.Helper()
+		tags, err := g.tags([]*rule{ipRule}, Subject{IP: netip.MustParseAddr(a)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tags[0]
+	}
+	if ipTag("2001:db8::1") != ipTag("2001:db8::ffff") {
 		t.Error("two addresses of one /64 count apart")
+	}
+	if ipTag("2001:db8::1") == ipTag("2001:db8:0:1::1") {
+		t.Error("two /64s count as one")
+	}
+	if ipTag("192.0.2.1") == ipTag("192.0.2.2") {
+		t.Error("two IPv4 addresses count as one")
+	}
+	// A request without the dimension fails: it is never counted under an
+	// empty value that every such request would share.
+	if _, err := g.tags([]*rule{ipRule}, Subject{}); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("a request with no ip: want ErrInvalidInput, got %v", err)
+	}
+}
+
+// The tags are a keyed hash: 128 bits (22 base64url characters), which a
+// different secret changes entirely, so no one without the secret can
+// test a guess against a key.
+func TestTagsAreKeyedAnd128Bits(t *testing.T) {
+	a, _ := New(DefaultConfig(), nil, Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}})
+	b, _ := New(DefaultConfig(), nil, Options{Secret: []byte("0123456789abcdeF"), Backstop: nopStore{}})
+	cfg := DefaultConfig()
+	d, err := ParsePhone("+1 201 555 0123", cfg.PhonePolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Subject{Destination: d, IP: netip.MustParseAddr("192.0.2.1"), Account: "victim"}
+	for _, r := range a.all {
+		if slices.Contains(r.Key, "global") {
+			continue
+		}
+		ta, err := a.tags([]*rule{r}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := b.tags([]*rule{b.all[slices.Index(a.all, r)]}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(ta[0])
+		if err != nil || len(raw) != 16 {
+			t.Errorf("%s: tag %q is not 128 bits of base64url", r.Name, ta[0])
+		}
+		if ta[0] == tb[0] {
+			t.Errorf("%s: another secret gives the same tag %q", r.Name, ta[0])
+		}
+		// the same secret gives the same tag
+		again, _ := a.tags([]*rule{r}, s)
+		if again[0] != ta[0] {
+			t.Errorf("%s: the tag is not stable", r.Name)
+		}
+	}
+	// And it is exactly the first 128 bits of HMAC-SHA256 keyed with the
+	// secret over the dimension and value.
+	m := hmac.New(sha256.New, []byte("0123456789abcdef"))
+	m.Write([]byte("destination\x00+12015550123\x00"))
+	want := base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	if got, _ := a.tags([]*rule{a.byAction["otp.send"][0]}, s); got[0] != want {
+		t.Errorf("tag %q, want HMAC-SHA256/128 %q", got[0], want)
 	}
 }
 

@@ -2,10 +2,14 @@
 // server and, behind the API Gateway adapter, every Lambda function.
 //
 // Every answer is JSON; every error is application/problem+json with a
-// machine-readable code (see [Problem]). Each request to a guarded route
-// writes one decision record to the log: the action, the rules evaluated,
-// the outcome and keyed-hash fingerprints of the subject, never a code or
-// a clear identifier.
+// machine-readable code (see [Problem]). Request bodies must be
+// application/json (else 415), so a page on another origin cannot make a
+// browser post to the API without a CORS preflight, and preflights pass
+// only for network.allowedOrigins. Unclean paths (//v1/otp/send,
+// /v1/otp/send/) are 404, never redirects. Each request to a guarded
+// route writes one decision record to the log: the action, the rules
+// evaluated, the outcome and keyed-hash fingerprints of the subject, never
+// a code, a password or a clear identifier.
 package api
 
 import (
@@ -14,6 +18,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
+	"slices"
+	"strings"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
@@ -27,6 +34,17 @@ type Sender interface {
 	Send(ctx context.Context, m guard.Message) error
 }
 
+// Authenticator checks credentials and creates accounts for /v1/login and
+// /v1/signup: the local users, Cognito, or the app's own endpoints. Errors
+// wrap guard.ErrInvalidCredentials, guard.ErrRejected or
+// guard.ErrAuthUnavailable.
+type Authenticator interface {
+	Login(ctx context.Context, l guard.Login) (guard.LoginResult, error)
+	// SignUp creates an account; for an address already registered it
+	// changes nothing and returns nil, as for a new one.
+	SignUp(ctx context.Context, s guard.SignUp) error
+}
+
 // Observer is told every decision, for metrics.
 type Observer interface {
 	// Observe is called once per guarded request with the action, the
@@ -35,13 +53,19 @@ type Observer interface {
 	Observe(ctx context.Context, action, outcome string, d guard.Decision)
 }
 
-// Deps is what the API is built on; main builds them.
+// Deps is what the API is built on; the composition root builds them.
 type Deps struct {
 	Config guard.Config
 	Guard  *guard.Guard
 	Codes  *otp.Codes
 	Tokens *token.Signer
+	// Sender delivers codes; nil in the functions that send nothing.
 	Sender Sender
+	// Auth fronts login and signup; nil answers them 503.
+	Auth Authenticator
+	// Admin reports whether a request may use the internal routes (a
+	// bearer token locally, the IAM authorizer in AWS); nil refuses all.
+	Admin func(*http.Request) bool
 	// Health reports whether the store answers (GET /healthz).
 	Health func(context.Context) error
 	// Log receives the decision records; nil discards them.
@@ -55,18 +79,21 @@ type Server struct {
 	Deps
 	trusted []netip.Prefix
 	policy  guard.PhonePolicy
+	origins []string
 	mux     *http.ServeMux
+	resend  int // resendIn, seconds: see sendResponse
 }
 
 // NewServer returns the API's handler.
 func NewServer(d Deps) (*Server, error) {
 	switch {
-	case d.Guard == nil || d.Codes == nil || d.Tokens == nil || d.Sender == nil || d.Health == nil:
-		return nil, errors.New("api: Guard, Codes, Tokens, Sender and Health are required")
+	case d.Guard == nil || d.Codes == nil || d.Tokens == nil || d.Health == nil:
+		return nil, errors.New("api: Guard, Codes, Tokens and Health are required")
 	case d.Log == nil:
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{Deps: d, trusted: d.Config.TrustedProxyPrefixes(), policy: d.Config.PhonePolicy(), mux: http.NewServeMux()}
+	s := &Server{Deps: d, trusted: d.Config.TrustedProxyPrefixes(), policy: d.Config.PhonePolicy(),
+		origins: d.Config.Network.AllowedOrigins, mux: http.NewServeMux(), resend: resendPace(d.Config)}
 	s.routes()
 	return s, nil
 }
@@ -82,7 +109,47 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			problem("internal_error", "the server failed; the failure is logged").write(w)
 		}
 	}()
+	// An unclean path is no route of ours: never redirect it (the mux
+	// would), so no client is taught to follow us elsewhere.
+	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
+		problem("not_found", "no such route").write(w)
+		return
+	}
+	if !s.cors(w, r) {
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// cors answers what browsers ask: a listed origin gets its
+// Access-Control-Allow-Origin on the public routes, and its preflights
+// pass; any other origin's preflight is refused (403). It reports whether
+// the request goes on to its route.
+func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	public := isPublic(r.URL.Path)
+	allowed := public && slices.Contains(s.origins, origin)
+	w.Header().Add("Vary", "Origin")
+	preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+	switch {
+	case preflight && !allowed:
+		forbidden("this origin may not call the API from a browser (network.allowedOrigins)").write(w)
+		return false
+	case preflight:
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Methods", "GET, POST")
+		h.Set("Access-Control-Allow-Headers", "Content-Type")
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+		return false
+	case allowed:
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+	}
+	return true
 }
 
 type requestIDKey struct{}
@@ -96,4 +163,9 @@ func WithRequestID(ctx context.Context, id string) context.Context {
 func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
+}
+
+// isPublic reports whether a path is a browser-facing route.
+func isPublic(p string) bool {
+	return !strings.HasPrefix(p, "/v1/decisions") && !strings.HasPrefix(p, "/v1/outcomes") && !strings.HasPrefix(p, "/v1/blocks/")
 }

@@ -16,7 +16,13 @@ func TestDecodeBytes(t *testing.T) {
 	}{
 		{`{"a":"x","b":"y"}`, ""},
 		{` {"a":"x"} ` + "\n", ""},
-		{`{"a":null}`, ""},
+		{`{"a":"x","c":{"d":"1","e":"2"}}`, ""},
+		{`{"a":null}`, "a"}, // null is not a string
+		{`{"c":null}`, "c"},
+		{`{"c":{"d":1}}`, "c.d"},
+		{`{"c":["x"]}`, "c"},
+		{`{"s":{"in":"x","out":"y"}}`, "s.out"},
+		{`{"s":{"in":"x","in":"y"}}`, "body"},
 		{`{"a":"x","a":"y"}`, "body"},
 		{`{"a":"x","c":{"d":1,"d":2}}`, "body"},
 		{`{"a":"x","A":"y"}`, "A"},
@@ -33,8 +39,8 @@ func TestDecodeBytes(t *testing.T) {
 		{`{"a":"x"`, "body"},
 		{`{"a":"` + strings.Repeat("[", 100) + `"}`, ""},
 	} {
-		var a, b string
-		p := decodeBytes([]byte(c.body), map[string]any{"a": &a, "b": &b, "c": new(map[string]int)})
+		var a, b, in string
+		p := decodeBytes([]byte(c.body), fields{"a": &a, "b": &b, "c": new(map[string]string), "s": fields{"in": &in}})
 		switch {
 		case c.field == "" && p != nil:
 			t.Errorf("%q: refused: %v %v", c.body, p, p.Errors)
@@ -46,9 +52,32 @@ func TestDecodeBytes(t *testing.T) {
 
 func TestDecodeLimitsTheBody(t *testing.T) {
 	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"a":"`+strings.Repeat("x", MaxBody)+`"}`))
+	r.Header.Set("Content-Type", "application/json")
 	var a string
-	if p := decode(httptest.NewRecorder(), r, map[string]any{"a": &a}); p == nil || p.Status != 413 || p.Code != "payload_too_large" {
+	if p := decode(httptest.NewRecorder(), r, fields{"a": &a}); p == nil || p.Status != 413 || p.Code != "payload_too_large" {
 		t.Fatalf("got %+v", p)
+	}
+}
+
+// Only JSON is taken: a cross-origin form or text/plain post (a CORS
+// "simple request", sent without a preflight) is refused before its body
+// is read.
+func TestDecodeNeedsJSONMediaType(t *testing.T) {
+	for ct, ok := range map[string]bool{
+		"application/json": true, "application/json; charset=utf-8": true, "Application/JSON; charset=UTF-8": true,
+		"": false, "text/plain": false, "text/plain; charset=utf-8": false, "application/x-www-form-urlencoded": false,
+		"multipart/form-data; boundary=x": false, "application/json; charset=latin1": false, "application/jsonx": false,
+		"application/json; boundary=x": false,
+	} {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(`{"a":"x"}`))
+		if ct != "" {
+			r.Header.Set("Content-Type", ct)
+		}
+		var a string
+		p := decode(httptest.NewRecorder(), r, fields{"a": &a})
+		if ok != (p == nil) || (!ok && (p.Status != 415 || p.Code != "unsupported_media_type")) {
+			t.Errorf("Content-Type %q: got %+v, want accepted=%v", ct, p, ok)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,23 +16,57 @@ import (
 // MaxBody is the largest request body accepted; larger gets 413.
 const MaxBody = 8 << 10
 
-// decode reads r's body as one JSON object whose members are exactly some
-// of fields (name → pointer to a string or other value), strictly: over
-// MaxBody → 413; invalid UTF-8, NUL, invalid JSON, not an object,
-// duplicate or unknown (or differently cased) member names, wrong types,
-// trailing data → 400 naming the problem.
-func decode(w http.ResponseWriter, r *http.Request, fields map[string]any) *Problem {
+// fields describes the members a JSON object may have: each name maps to
+// a *string, a *map[string]string (an object of strings), or a fields (a
+// nested object of known members).
+type fields map[string]any
+
+// decode reads r's body as one JSON object whose members are some of f,
+// strictly, in one pass: a media type other than application/json → 415;
+// over MaxBody → 413; invalid UTF-8, NUL, invalid JSON, not an object,
+// duplicate member names at any depth, unknown (or differently cased)
+// members, wrong types (null included), trailing data → 400 naming the
+// problem.
+func decode(w http.ResponseWriter, r *http.Request, f fields) *Problem {
+	if p := checkMediaType(r); p != nil {
+		return p
+	}
+	body, p := readBody(w, r)
+	if p != nil {
+		return p
+	}
+	return decodeBytes(body, f)
+}
+
+// readBody reads at most MaxBody bytes of r's body (over it: 413).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
+	if r.ContentLength > MaxBody {
+		return nil, problem("payload_too_large", fmt.Sprintf("the body is over %d bytes", MaxBody))
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return problem("payload_too_large", fmt.Sprintf("the body is over %d bytes", MaxBody))
+			return nil, problem("payload_too_large", fmt.Sprintf("the body is over %d bytes", MaxBody))
 		}
-		return badBody("the body could not be read")
+		return nil, badBody("the body could not be read")
 	}
-	return decodeBytes(body, fields)
+	return body, nil
 }
 
-func decodeBytes(body []byte, fields map[string]any) *Problem {
+// checkMediaType requires Content-Type: application/json (with at most a
+// charset of utf-8): a browser cannot send that from another origin
+// without a CORS preflight, which only network.allowedOrigins pass.
+func checkMediaType(r *http.Request) *Problem {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil && mt == "application/json" {
+		if cs, ok := params["charset"]; len(params) == 0 || (ok && len(params) == 1 && strings.EqualFold(cs, "utf-8")) {
+			return nil
+		}
+	}
+	return problem("unsupported_media_type", "send the body as Content-Type: application/json")
+}
+
+func decodeBytes(body []byte, f fields) *Problem {
 	switch {
 	case len(bytes.TrimSpace(body)) == 0:
 		return badBody("the body is empty; send a JSON object")
@@ -39,92 +74,170 @@ func decodeBytes(body []byte, fields map[string]any) *Problem {
 		return badBody("the body is not valid UTF-8")
 	case bytes.IndexByte(body, 0) >= 0 || bytes.Contains(body, []byte(`\u0000`)):
 		return badBody("the body holds a NUL character")
-	case bytes.TrimLeft(body, " \t\r\n")[0] != '{':
-		return badBody("the body must be a JSON object")
 	}
-	if err := checkJSON(body); err != nil {
-		return badBody(err.Error())
-	}
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(body, &members); err != nil {
+	d := &decoder{dec: json.NewDecoder(bytes.NewReader(body)), errs: map[string]string{}}
+	d.dec.UseNumber()
+	t, err := d.dec.Token()
+	if err != nil {
 		return badBody("the body is not valid JSON")
 	}
-	errs := map[string]string{}
-	for name, raw := range members {
-		dst, ok := fields[name]
-		if !ok {
-			errs[name] = "unknown field"
+	if t != json.Delim('{') {
+		return badBody("the body must be a JSON object")
+	}
+	if err := d.object("", f); err != nil {
+		return badBody(err.Error())
+	}
+	if _, err := d.dec.Token(); err != io.EOF {
+		return badBody("trailing data after the JSON object")
+	}
+	if len(d.errs) > 0 {
+		return invalidRequest(d.errs)
+	}
+	return nil
+}
+
+// decoder walks the body's tokens once, filling the destinations and
+// noting each member it cannot take.
+type decoder struct {
+	dec  *json.Decoder
+	errs map[string]string
+}
+
+var errSyntax = errors.New("the body is not valid JSON")
+
+// object reads the members of an object whose '{' was read, up to its '}'.
+// Members are checked against f; f nil accepts any member of string value
+// into *map (see strings).
+func (d *decoder) object(path string, f fields) error {
+	var seen []string
+	for d.dec.More() {
+		kt, err := d.dec.Token()
+		if err != nil {
+			return errSyntax
+		}
+		k, _ := kt.(string)
+		if slices.Contains(seen, k) {
+			return fmt.Errorf("duplicate member %q", strings.TrimPrefix(path+"."+k, "."))
+		}
+		seen = append(seen, k)
+		name := strings.TrimPrefix(path+"."+k, ".")
+		dst, known := f[k]
+		if !known {
+			d.errs[name] = "unknown field"
+			if err := d.skip(name); err != nil {
+				return err
+			}
 			continue
 		}
-		if err := json.Unmarshal(raw, dst); err != nil {
-			errs[name] = "must be " + typeName(dst)
+		if err := d.value(name, dst); err != nil {
+			return err
 		}
 	}
-	if len(errs) > 0 {
-		return invalidRequest(errs)
+	if _, err := d.dec.Token(); err != nil { // the closing '}'
+		return errSyntax
 	}
 	return nil
 }
 
-// checkJSON checks body is one JSON value with no duplicate member names
-// at any depth and nothing after it.
-func checkJSON(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var walk func(path string) error
-	walk = func(path string) error {
-		t, err := dec.Token()
-		if err != nil {
-			return errors.New("the body is not valid JSON")
-		}
-		switch t {
-		case json.Delim('{'):
-			var seen []string
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return errors.New("the body is not valid JSON")
-				}
-				k, _ := kt.(string)
-				if slices.Contains(seen, k) {
-					return fmt.Errorf("duplicate member %q", strings.TrimPrefix(path+"."+k, "."))
-				}
-				seen = append(seen, k)
-				if err := walk(path + "." + k); err != nil {
-					return err
-				}
-			}
-		case json.Delim('['):
-			for dec.More() {
-				if err := walk(path + "[]"); err != nil {
-					return err
-				}
-			}
-		default:
+func (d *decoder) value(name string, dst any) error {
+	t, err := d.dec.Token()
+	if err != nil {
+		return errSyntax
+	}
+	switch dst := dst.(type) {
+	case *string:
+		if s, ok := t.(string); ok {
+			*dst = s
 			return nil
 		}
-		if _, err := dec.Token(); err != nil { // the closing delimiter
-			return errors.New("the body is not valid JSON")
+		d.errs[name] = "must be a string"
+	case *map[string]string:
+		if t == json.Delim('{') {
+			return d.strings(name, dst)
 		}
-		return nil
+		d.errs[name] = "must be an object of strings"
+	case fields:
+		if t == json.Delim('{') {
+			return d.object(name, dst)
+		}
+		d.errs[name] = "must be an object"
 	}
-	if err := walk(""); err != nil {
-		return err
+	return d.rest(name, t)
+}
+
+// strings reads an object of string members into *m.
+func (d *decoder) strings(name string, m *map[string]string) error {
+	out := map[string]string{}
+	for d.dec.More() {
+		kt, err := d.dec.Token()
+		if err != nil {
+			return errSyntax
+		}
+		k, _ := kt.(string)
+		if _, dup := out[k]; dup {
+			return fmt.Errorf("duplicate member %q", name+"."+k)
+		}
+		t, err := d.dec.Token()
+		if err != nil {
+			return errSyntax
+		}
+		if s, ok := t.(string); ok {
+			out[k] = s
+			continue
+		}
+		d.errs[name+"."+k] = "must be a string"
+		out[k] = ""
+		if err := d.rest(name+"."+k, t); err != nil {
+			return err
+		}
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON object")
+	if _, err := d.dec.Token(); err != nil {
+		return errSyntax
 	}
+	*m = out
 	return nil
 }
 
-func typeName(dst any) string {
-	switch dst.(type) {
-	case *string:
-		return "a string"
-	case *bool:
-		return "a boolean"
-	case *int, *int64, *float64:
-		return "a number"
+// skip reads and drops one value.
+func (d *decoder) skip(name string) error {
+	t, err := d.dec.Token()
+	if err != nil {
+		return errSyntax
 	}
-	return "an object of the documented shape"
+	return d.rest(name, t)
+}
+
+// rest drops the rest of a value whose first token was t, still checking
+// nested objects for duplicate members.
+func (d *decoder) rest(name string, t json.Token) error {
+	switch t {
+	case json.Delim('{'):
+		var seen []string
+		for d.dec.More() {
+			kt, err := d.dec.Token()
+			if err != nil {
+				return errSyntax
+			}
+			k, _ := kt.(string)
+			if slices.Contains(seen, k) {
+				return fmt.Errorf("duplicate member %q", name+"."+k)
+			}
+			seen = append(seen, k)
+			if err := d.skip(name + "." + k); err != nil {
+				return err
+			}
+		}
+	case json.Delim('['):
+		for d.dec.More() {
+			if err := d.skip(name + "[]"); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil
+	}
+	if _, err := d.dec.Token(); err != nil {
+		return errSyntax
+	}
+	return nil
 }

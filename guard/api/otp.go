@@ -3,9 +3,7 @@ package api
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +21,9 @@ type sendResponse struct {
 	To      string `json:"to"`
 	// ExpiresIn is the code's lifetime in seconds.
 	ExpiresIn int `json:"expiresIn"`
-	// ResendIn is how many seconds until another send to this destination
-	// would be allowed; 0 when it would be now.
+	// ResendIn is the pace the configuration allows sends to one
+	// destination at (see resendPace): the same for every send, so it
+	// tells nobody whether someone else sent to this address.
 	ResendIn int `json:"resendIn"`
 }
 
@@ -34,21 +33,11 @@ type verifyResponse struct {
 	Token  string `json:"token"`
 }
 
-// record is one request's decision record, logged when the handler ends.
-type record struct {
-	action   string
-	outcome  string
-	subject  string // fingerprints
-	ip       string
-	decision guard.Decision
-	start    time.Time
-}
-
 func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
-	rec := &record{action: "otp.send", start: time.Now()}
+	rec := newRecord("otp.send")
 	defer s.logDecision(r.Context(), rec)
 	var in struct{ Channel, To, Purpose, Locale string }
-	if p := decode(w, r, map[string]any{"channel": &in.Channel, "to": &in.To, "purpose": &in.Purpose, "locale": &in.Locale}); p != nil {
+	if p := decode(w, r, fields{"channel": &in.Channel, "to": &in.To, "purpose": &in.Purpose, "locale": &in.Locale}); p != nil {
 		s.fail(w, rec, p)
 		return
 	}
@@ -69,8 +58,12 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	if !templates.ValidLocale(in.Locale) {
 		errs["locale"] = "must be a BCP 47 language tag such as en or fr-CA"
 	}
-	_, p := s.admit(r, rec, "otp.send", dest, in.Purpose, errs)
-	if p != nil {
+	if s.Sender == nil {
+		s.fail(w, rec, problem("delivery_unavailable", "this deployment sends no messages"))
+		return
+	}
+	req := otpRequest("otp.send", dest, in.Purpose)
+	if _, p := s.admit(r, rec, req, "destination", dest.Key, errs); p != nil {
 		s.fail(w, rec, p)
 		return
 	}
@@ -102,15 +95,15 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	rec.outcome = "sent"
 	writeJSON(w, http.StatusAccepted, sendResponse{
 		Status: "pending", Channel: string(dest.Channel), To: mask(dest),
-		ExpiresIn: int(s.Codes.TTL() / time.Second), ResendIn: resendIn(rec.decision),
+		ExpiresIn: int(s.Codes.TTL() / time.Second), ResendIn: s.resend,
 	})
 }
 
 func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
-	rec := &record{action: "otp.verify", start: time.Now()}
+	rec := newRecord("otp.verify")
 	defer s.logDecision(r.Context(), rec)
 	var in struct{ To, Purpose, Code string }
-	if p := decode(w, r, map[string]any{"to": &in.To, "purpose": &in.Purpose, "code": &in.Code}); p != nil {
+	if p := decode(w, r, fields{"to": &in.To, "purpose": &in.Purpose, "code": &in.Code}); p != nil {
 		s.fail(w, rec, p)
 		return
 	}
@@ -123,36 +116,50 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	if n := s.Codes.Length(); len(in.Code) != n || !allDigits(in.Code) {
 		errs["code"] = "must be " + strconv.Itoa(n) + " digits"
 	}
-	req, p := s.admit(r, rec, "otp.verify", dest, in.Purpose, errs)
+	req, p := s.admit(r, rec, otpRequest("otp.verify", dest, in.Purpose), "destination", dest.Key, errs)
 	if p != nil {
 		s.fail(w, rec, p)
 		return
 	}
-	check, now, err := s.Codes.Verify(r.Context(), dest, in.Purpose, in.Code)
+	ctx := r.Context()
+	check, now, err := s.Codes.Verify(ctx, dest, in.Purpose, in.Code)
 	if err != nil {
-		s.Log.ErrorContext(r.Context(), "check code", "err", err)
+		s.Log.ErrorContext(ctx, "check code", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, storeUnavailable())
 		return
 	}
+	switch check {
+	case otp.Approved:
+		s.settle(ctx, req, rec.decision, guard.Success)
+	case otp.Missing:
+		// A guess at no code gains nothing and costs the owner nothing:
+		// it counts against the IP, not the destination.
+		s.settle(ctx, req, rec.decision, guard.Stray)
+	default:
+		s.settle(ctx, req, rec.decision, guard.Failure)
+	}
 	if check != otp.Approved {
-		if _, err := s.Guard.Record(r.Context(), req, guard.Failure); err != nil {
-			s.Log.ErrorContext(r.Context(), "record failure", "err", err)
-		}
 		rec.outcome = "invalid_code:" + check.String()
 		s.fail(w, rec, problem("invalid_code", "the code is wrong, expired or already used"))
 		return
 	}
-	if _, err := s.Guard.Record(r.Context(), req, guard.Success); err != nil {
-		s.Log.ErrorContext(r.Context(), "record success", "err", err)
-	}
 	tok, err := s.Tokens.Sign(now, dest.Address, in.Purpose, string(dest.Channel))
 	if err != nil {
-		s.Log.ErrorContext(r.Context(), "sign token", "err", err)
+		s.Log.ErrorContext(ctx, "sign token", "err", err)
 		s.fail(w, rec, problem("internal_error", "the token could not be signed"))
 		return
 	}
 	rec.outcome = "approved"
 	writeJSON(w, http.StatusOK, verifyResponse{Status: "approved", Token: tok})
+}
+
+func otpRequest(action string, dest guard.Destination, purpose string) guard.Request {
+	return guard.Request{
+		Action:     action,
+		Subject:    guard.Subject{Destination: dest},
+		Attributes: map[string]string{"channel": string(dest.Channel), "purpose": purpose},
+	}
 }
 
 func (s *Server) handleJWKS(w http.ResponseWriter, _ *http.Request) {
@@ -171,47 +178,6 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// admit completes the guard request with the client IP and asks the
-// guard, noting the subject and decision in rec. It returns the 400 for
-// errs (to which it may add), or the 429 or 503 of a denial.
-func (s *Server) admit(r *http.Request, rec *record, action string, dest guard.Destination, purpose string, errs map[string]string) (guard.Request, *Problem) {
-	ip, ok := clientIP(r, s.trusted)
-	if !ok {
-		errs["ip"] = "the client address cannot be determined"
-	}
-	if len(errs) > 0 {
-		return guard.Request{}, invalidRequest(errs)
-	}
-	req := guard.Request{
-		Action:     action,
-		Subject:    guard.Subject{Destination: dest, IP: ip},
-		Attributes: map[string]string{"channel": string(dest.Channel), "purpose": purpose},
-	}
-	rec.subject, rec.ip = s.Guard.Fingerprint("destination", dest.Key), s.Guard.Fingerprint("ip", ip.String())
-	d, p := s.decide(r.Context(), req)
-	rec.decision = d
-	return req, p
-}
-
-// decide asks the guard; a denial becomes a 429, a store failure that the
-// rules' onStoreError deny turns into a 503.
-func (s *Server) decide(ctx context.Context, req guard.Request) (guard.Decision, *Problem) {
-	d, err := s.Guard.Allow(ctx, req)
-	switch {
-	case errors.Is(err, guard.ErrInvalidInput):
-		return d, invalidRequest(map[string]string{"body": reason(err)})
-	case err != nil:
-		s.Log.ErrorContext(ctx, "decide", "action", req.Action, "err", err)
-		return d, storeUnavailable()
-	case d.Allowed:
-		return d, nil
-	case d.StoreError != nil:
-		s.Log.ErrorContext(ctx, "store unavailable", "action", req.Action, "err", d.StoreError)
-		return d, storeUnavailable()
-	}
-	return d, rateLimited(d.DeniedBy, d.RetryAfter)
-}
-
 func (s *Server) checkPurpose(purpose string, errs map[string]string) {
 	switch {
 	case purpose == "":
@@ -221,69 +187,32 @@ func (s *Server) checkPurpose(purpose string, errs map[string]string) {
 	}
 }
 
-// fail writes p and notes it as the request's outcome.
-func (s *Server) fail(w http.ResponseWriter, rec *record, p *Problem) {
-	if rec.outcome == "" {
-		rec.outcome = p.Code
-	}
-	p.write(w)
-}
-
-// logDecision writes the request's decision record and tells the
-// observer.
-func (s *Server) logDecision(ctx context.Context, rec *record) {
-	outcome, _, _ := strings.Cut(rec.outcome, ":")
-	if s.Observer != nil {
-		s.Observer.Observe(ctx, rec.action, outcome, rec.decision)
-	}
-	attrs := []slog.Attr{
-		slog.String("action", rec.action),
-		slog.String("outcome", rec.outcome),
-		slog.Bool("allowed", rec.decision.Allowed),
-		slog.String("deniedBy", rec.decision.DeniedBy),
-		slog.String("subject", rec.subject),
-		slog.String("ip", rec.ip),
-		slog.Any("rules", ruleLog(rec.decision.Rules)),
-		slog.Bool("storeError", rec.decision.StoreError != nil),
-		slog.Float64("ms", float64(time.Since(rec.start).Microseconds())/1000),
-	}
-	if id := requestID(ctx); id != "" {
-		attrs = append(attrs, slog.String("requestId", id))
-	}
-	s.Log.LogAttrs(ctx, slog.LevelInfo, "decision", attrs...)
-}
-
-type ruleEntry struct {
-	Name      string `json:"name"`
-	Mode      string `json:"mode"`
-	Allowed   bool   `json:"allowed"`
-	Remaining int64  `json:"remaining"`
-}
-
-func ruleLog(rs []guard.Result) []ruleEntry {
-	out := make([]ruleEntry, len(rs))
-	for i, r := range rs {
-		out[i] = ruleEntry{r.Rule, r.Mode, r.Allowed, r.Remaining}
-	}
-	return out
-}
-
-// resendIn is the longest wait among the exhausted enforcing rules.
-func resendIn(d guard.Decision) int {
-	var wait time.Duration
-	for _, r := range d.Rules {
-		if r.Remaining == 0 && r.Mode != guard.ModeShadow {
-			wait = max(wait, r.ResetAfter)
+// resendPace is resendIn: the window divided by the limit of the send
+// rule keyed on destination alone that allows sends most slowly over its
+// shortest window, in whole seconds. It describes the configuration, the
+// same for every send, so a caller learns nothing from it about sends
+// someone else made to the address (a count-based answer would).
+func resendPace(c guard.Config) int {
+	var pace time.Duration
+	var window time.Duration
+	for _, r := range c.Rules {
+		if r.Action != "otp.send" || r.Mode == guard.ModeShadow || len(r.Key) != 1 || r.Key[0] != "destination" {
+			continue
+		}
+		if window == 0 || r.Window < window {
+			window, pace = r.Window, r.Window/time.Duration(r.Limit)
 		}
 	}
-	return int((wait + time.Second - 1) / time.Second)
+	return int((pace + time.Second - 1) / time.Second)
 }
 
-// reason is an identifier error without its "invalid input: " prefix.
-func reason(err error) string {
-	return strings.TrimPrefix(err.Error(), guard.ErrInvalidInput.Error()+": ")
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
-var digits = regexp.MustCompile(`^[0-9]+$`)
-
-func allDigits(s string) bool { return digits.MatchString(s) }
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

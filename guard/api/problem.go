@@ -29,17 +29,19 @@ var problemTypes = map[string]struct {
 	status int
 	title  string
 }{
-	"invalid_request":      {http.StatusBadRequest, "Invalid request"},
-	"payload_too_large":    {http.StatusRequestEntityTooLarge, "Payload too large"},
-	"rate_limited":         {http.StatusTooManyRequests, "Too many requests"},
-	"invalid_code":         {http.StatusUnprocessableEntity, "Invalid code"},
-	"invalid_credentials":  {http.StatusUnauthorized, "Invalid credentials"},
-	"store_unavailable":    {http.StatusServiceUnavailable, "Store unavailable"},
-	"delivery_unavailable": {http.StatusServiceUnavailable, "Delivery unavailable"},
-	"not_found":            {http.StatusNotFound, "Not found"},
-	"method_not_allowed":   {http.StatusMethodNotAllowed, "Method not allowed"},
-	"unauthorized":         {http.StatusUnauthorized, "Unauthorized"},
-	"internal_error":       {http.StatusInternalServerError, "Internal error"},
+	"invalid_request":        {http.StatusBadRequest, "Invalid request"},
+	"unsupported_media_type": {http.StatusUnsupportedMediaType, "Unsupported media type"},
+	"upstream_unavailable":   {http.StatusServiceUnavailable, "Authenticator unavailable"},
+	"payload_too_large":      {http.StatusRequestEntityTooLarge, "Payload too large"},
+	"rate_limited":           {http.StatusTooManyRequests, "Too many requests"},
+	"invalid_code":           {http.StatusUnprocessableEntity, "Invalid code"},
+	"invalid_credentials":    {http.StatusUnauthorized, "Invalid credentials"},
+	"store_unavailable":      {http.StatusServiceUnavailable, "Store unavailable"},
+	"delivery_unavailable":   {http.StatusServiceUnavailable, "Delivery unavailable"},
+	"not_found":              {http.StatusNotFound, "Not found"},
+	"method_not_allowed":     {http.StatusMethodNotAllowed, "Method not allowed"},
+	"unauthorized":           {http.StatusUnauthorized, "Unauthorized"},
+	"internal_error":         {http.StatusInternalServerError, "Internal error"},
 }
 
 func problem(code, detail string) *Problem {
@@ -69,6 +71,14 @@ func rateLimited(rule string, retry time.Duration) *Problem {
 	p := problem("rate_limited", "too many requests; retry later")
 	p.RetryAfter = max(1, int((retry+time.Second-1)/time.Second))
 	p.Rule = rule
+	return p
+}
+
+// forbidden is a 403 (the unauthorized code with the status that says the
+// caller is known and refused).
+func forbidden(detail string) *Problem {
+	p := problem("unauthorized", detail)
+	p.Status = http.StatusForbidden
 	return p
 }
 

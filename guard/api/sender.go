@@ -46,3 +46,17 @@ func (p paced) Send(ctx context.Context, m guard.Message) error {
 	}
 	return p.Sender.Send(ctx, m)
 }
+
+// Timed bounds each call of s by d.
+func Timed(s Sender, d time.Duration) Sender { return timed{s, d} }
+
+type timed struct {
+	Sender
+	d time.Duration
+}
+
+func (t timed) Send(ctx context.Context, m guard.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, t.d)
+	defer cancel()
+	return t.Sender.Send(ctx, m)
+}

@@ -2,13 +2,17 @@
 // JSON lines on stdout that the Lambda log agent turns into metrics,
 // without a PutMetricData call on the request path.
 //
-// Two metrics, in namespace Namespace:
+// The metrics, in namespace Namespace, each also with the dimension
+// Stack (the CloudFormation stack, so two stacks in one account do not
+// mix):
 //
-//	Requests   dimensions Action, Outcome       (sent, approved, rate_limited,
-//	                                             invalid_code, store_unavailable,
-//	                                             delivery_unavailable, invalid_request, ...)
-//	Decisions  dimensions Action, Rule, Outcome (allowed, denied, shadow_denied,
-//	                                             store_error, skipped)
+//	Requests        dimensions Action, Outcome       (sent, approved, rate_limited,
+//	                                                  invalid_code, store_unavailable,
+//	                                                  delivery_unavailable, invalid_request,
+//	                                                  authenticated, invalid_credentials, ...)
+//	Decisions       dimensions Action, Rule, Outcome (allowed, denied, denied_cached, leased,
+//	                                                  shadow_denied, store_error, skipped)
+//	ConfigRejected  (a config or key refresh that was refused)
 //
 // No identifier is ever a dimension or a property.
 package emf
@@ -29,18 +33,19 @@ const Namespace = "otpguard"
 // Observer writes one EMF line per request and per rule evaluated. It
 // implements api.Observer.
 type Observer struct {
-	mu  sync.Mutex
-	w   io.Writer
-	now func() time.Time
+	mu    sync.Mutex
+	w     io.Writer
+	now   func() time.Time
+	stack string
 }
 
 // New returns an Observer writing to w (os.Stdout in Lambda). now stamps
-// the metrics (time.Now when nil).
-func New(w io.Writer, now func() time.Time) *Observer {
+// the metrics (time.Now when nil); stack is the Stack dimension.
+func New(w io.Writer, now func() time.Time, stack string) *Observer {
 	if now == nil {
 		now = time.Now
 	}
-	return &Observer{w: w, now: now}
+	return &Observer{w: w, now: now, stack: stack}
 }
 
 type metricDirective struct {
@@ -63,13 +68,13 @@ type metadata struct {
 func (o *Observer) Observe(_ context.Context, action, outcome string, d guard.Decision) {
 	ts := o.now().UnixMilli()
 	lines := []map[string]any{{
-		"_aws":   metadata{ts, []metricDirective{{Namespace, [][]string{{"Action", "Outcome"}}, []metric{{"Requests", "Count"}}}}},
-		"Action": action, "Outcome": outcome, "Requests": 1,
+		"_aws":   metadata{ts, []metricDirective{{Namespace, [][]string{{"Stack", "Action", "Outcome"}}, []metric{{"Requests", "Count"}}}}},
+		"Stack":  o.stack, "Action": action, "Outcome": outcome, "Requests": 1,
 	}}
 	for _, r := range d.Rules {
 		lines = append(lines, map[string]any{
-			"_aws":   metadata{ts, []metricDirective{{Namespace, [][]string{{"Action", "Rule", "Outcome"}}, []metric{{"Decisions", "Count"}}}}},
-			"Action": action, "Rule": r.Rule, "Outcome": RuleOutcome(r), "Decisions": 1,
+			"_aws":   metadata{ts, []metricDirective{{Namespace, [][]string{{"Stack", "Action", "Rule", "Outcome"}}, []metric{{"Decisions", "Count"}}}}},
+			"Stack":  o.stack, "Action": action, "Rule": r.Rule, "Outcome": RuleOutcome(r), "Decisions": 1,
 		})
 	}
 	o.mu.Lock()
@@ -82,14 +87,34 @@ func (o *Observer) Observe(_ context.Context, action, outcome string, d guard.De
 	}
 }
 
-// RuleOutcome names what a rule did: allowed, denied, shadow_denied (a
-// shadow rule that would have denied), store_error or skipped.
+// Count writes one of a metric that has only the Stack dimension.
+func (o *Observer) Count(_ context.Context, name string) {
+	b, err := json.Marshal(map[string]any{
+		"_aws":  metadata{o.now().UnixMilli(), []metricDirective{{Namespace, [][]string{{"Stack"}}, []metric{{name, "Count"}}}}},
+		"Stack": o.stack, name: 1,
+	})
+	if err != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, _ = o.w.Write(append(b, '\n'))
+}
+
+// RuleOutcome names what a rule did: allowed, denied, denied_cached (a
+// denial answered from the deny cache), leased (an admission paid from a
+// local lease), shadow_denied (a shadow rule that would have denied),
+// store_error or skipped.
 func RuleOutcome(r guard.Result) string {
 	switch {
 	case r.StoreError:
 		return "store_error"
+	case r.Cached:
+		return "denied_cached"
 	case r.Skipped:
 		return "skipped"
+	case r.Leased:
+		return "leased"
 	case r.Allowed:
 		return "allowed"
 	case r.Mode == guard.ModeShadow:

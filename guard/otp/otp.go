@@ -1,9 +1,14 @@
 // Package otp issues and checks verification codes.
 //
 // A code is otp.length digits drawn uniformly from crypto/rand. Only its
-// keyed hash is stored, bound to the destination and purpose it was sent
-// for, under one key per (destination, purpose): issuing a new code
-// replaces the old one, so only the latest code is valid. Checking is one
+// keyed hash is stored, under one key per (destination, purpose), where
+// the destination is the canonical one limits count by: issuing a new code
+// to any variant of an address replaces the old one, so only the latest
+// code is valid. The hash is bound to the exact address the code was
+// delivered to (Destination.Address: the email as typed with its domain
+// normalized, or the E.164 number), so the code approves only that
+// address: a +tag or Gmail-dot variant is another mailbox, and checking
+// the code against it is a wrong guess. Checking is one
 // atomic step in the store: the right code is consumed (single use even
 // under parallel checks), a wrong one counts an attempt, and the attempt
 // that reaches the maximum burns the code.
@@ -120,15 +125,16 @@ func (c *Codes) Verify(ctx context.Context, d guard.Destination, purpose, code s
 }
 
 // keyDigest returns the store key of (d, purpose) and the keyed hash of
-// code bound to that key. The key holds no clear identifier; the digest
-// cannot be checked against the 10^length codes without the secret.
+// code bound to that key and to the address it goes to. The key holds no
+// clear identifier; the digest cannot be checked against the 10^length
+// codes without the secret.
 func (c *Codes) keyDigest(d guard.Destination, purpose, code string) (key, digest string) {
 	m := hmac.New(sha256.New, c.secret)
 	m.Write([]byte("otp\x00" + d.Key + "\x00" + purpose))
 	tag := base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 	key = "og:{" + tag + "}:otp"
 	m.Reset()
-	m.Write([]byte("code\x00" + tag + "\x00" + code))
+	m.Write([]byte("code\x00" + tag + "\x00" + d.Address + "\x00" + code))
 	return key, base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,24 +26,40 @@ type Claims struct {
 	// Purpose is the code's purpose (signup, login, ...).
 	Purpose string `json:"purpose"`
 	// Channel is email or sms.
-	Channel string `json:"channel"`
+	Channel string `json:"channel,omitempty"`
 }
 
-// Signer signs tokens with one Ed25519 key.
+// Signer signs tokens with one Ed25519 key and publishes that key and any
+// others still trusted (a key being rotated in or out) as its JWKS.
 type Signer struct {
 	key    ed25519.PrivateKey
 	kid    string
 	issuer string
 	ttl    time.Duration
+	jwks   JWKS
 }
 
 // NewSigner returns a Signer; issuer and ttl come from the token config.
-func NewSigner(key ed25519.PrivateKey, issuer string, ttl time.Duration) (*Signer, error) {
+// others are public keys the JWKS also serves: the previous key, so tokens
+// it signed stay valid through a rotation, and the next one, so backends
+// know it before it signs.
+func NewSigner(key ed25519.PrivateKey, issuer string, ttl time.Duration, others ...ed25519.PublicKey) (*Signer, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, errors.New("token: not an Ed25519 private key")
 	}
 	pub := key.Public().(ed25519.PublicKey)
-	return &Signer{key: key, kid: thumbprint(pub), issuer: issuer, ttl: ttl}, nil
+	s := &Signer{key: key, kid: thumbprint(pub), issuer: issuer, ttl: ttl}
+	for _, k := range append([]ed25519.PublicKey{pub}, others...) {
+		if len(k) != ed25519.PublicKeySize {
+			return nil, errors.New("token: not an Ed25519 public key")
+		}
+		kid := thumbprint(k)
+		if slices.ContainsFunc(s.jwks.Keys, func(j JWK) bool { return j.Kid == kid }) {
+			continue
+		}
+		s.jwks.Keys = append(s.jwks.Keys, JWK{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(k), Kid: kid, Alg: "EdDSA", Use: "sig"})
+	}
+	return s, nil
 }
 
 // Generate returns a new random key: the local server's ephemeral key.
@@ -118,11 +135,8 @@ type JWKS struct {
 	Keys []JWK `json:"keys"`
 }
 
-// JWKS returns the signer's public key set.
-func (s *Signer) JWKS() JWKS {
-	pub := s.key.Public().(ed25519.PublicKey)
-	return JWKS{Keys: []JWK{{Kty: "OKP", Crv: "Ed25519", X: base64.RawURLEncoding.EncodeToString(pub), Kid: s.kid, Alg: "EdDSA", Use: "sig"}}}
-}
+// JWKS returns the public key set: the signing key first.
+func (s *Signer) JWKS() JWKS { return JWKS{Keys: slices.Clone(s.jwks.Keys)} }
 
 // PublicKey returns the key of set whose kid is kid.
 func (set JWKS) PublicKey(kid string) (ed25519.PublicKey, error) {

@@ -28,28 +28,74 @@ func TestSignVerify(t *testing.T) {
 	if c.Subject != "ann@example.com" || c.Purpose != "signup" || c.Channel != "email" || c.ID == "" {
 		t.Errorf("claims %+v", c)
 	}
-	other, _ := NewSigner(Generate(), "otpguard", time.Minute)
+	other, err := NewSigner(Generate(), "otpguard", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Verify(other.JWKS(), tok, "otpguard"); err == nil {
 		t.Error("verified against another key set")
 	}
 	if _, err := Verify(s.JWKS(), tok, "someone-else"); err == nil {
 		t.Error("verified with another issuer")
 	}
-	old, _ := s.Sign(time.Now().Add(-time.Hour), "ann@example.com", "signup", "email")
+	old, err := s.Sign(time.Now().Add(-time.Hour), "ann@example.com", "signup", "email")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Verify(s.JWKS(), old, "otpguard"); err == nil {
 		t.Error("an expired token verified")
 	}
-	// alg none and HS256 with the public key as secret are refused.
-	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, c).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	// alg none and HS256 with the public key as secret are refused (each
+	// forged token is checked to be well formed first, so the refusal is
+	// Verify's).
+	none, err := jwt.NewWithClaims(jwt.SigningMethodNone, c).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	if err != nil || strings.Count(none, ".") != 2 {
+		t.Fatalf("forge alg none: %q %v", none, err)
+	}
 	if _, err := Verify(s.JWKS(), none, "otpguard"); err == nil {
 		t.Error("alg none verified")
 	}
-	x, _ := base64.RawURLEncoding.DecodeString(s.JWKS().Keys[0].X)
+	x, err := base64.RawURLEncoding.DecodeString(s.JWKS().Keys[0].X)
+	if err != nil || len(x) != ed25519.PublicKeySize {
+		t.Fatalf("jwks x: %v", err)
+	}
 	h := jwt.NewWithClaims(jwt.SigningMethodHS256, c)
 	h.Header["kid"] = s.JWKS().Keys[0].Kid
-	hs, _ := h.SignedString(x)
+	hs, err := h.SignedString(x)
+	if err != nil || strings.Count(hs, ".") != 2 {
+		t.Fatalf("forge HS256: %q %v", hs, err)
+	}
 	if _, err := Verify(s.JWKS(), hs, "otpguard"); err == nil {
 		t.Error("HS256 keyed with the public key verified")
+	}
+}
+
+// Through a rotation the JWKS serves the signing key and the others: a
+// token signed with the previous key still verifies, and the next key is
+// known before it signs.
+func TestJWKSServesPreviousAndPendingKeys(t *testing.T) {
+	prev, cur, next := Generate(), Generate(), Generate()
+	old, err := NewSigner(prev, "otpguard", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := old.Sign(time.Now(), "ann@example.com", "login", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSigner(cur, "otpguard", time.Minute, prev.Public().(ed25519.PublicKey), next.Public().(ed25519.PublicKey), cur.Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := s.JWKS()
+	if len(set.Keys) != 3 || set.Keys[0].Kid != thumbprint(cur.Public().(ed25519.PublicKey)) {
+		t.Fatalf("jwks: %+v (want the signing key first, no duplicate)", set.Keys)
+	}
+	if _, err := Verify(set, tok, "otpguard"); err != nil {
+		t.Errorf("a token of the previous key: %v", err)
+	}
+	if _, err := Verify((&Signer{jwks: JWKS{Keys: set.Keys[:1]}}).JWKS(), tok, "otpguard"); err == nil {
+		t.Error("a token of the previous key verified against the current key alone")
 	}
 }
 

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/password"
+)
+
+// MaxPassword bounds a password in code points (NIST 800-63B asks for at
+// least 64; longer only feeds the hash).
+const MaxPassword = password.MaxLength
+
+// loginResponse is the 200 of POST /v1/login for the local users.
+type loginResponse struct {
+	Status string `json:"status"`
+	Token  string `json:"token,omitempty"`
+}
+
+// handleLogin fronts the authenticator. The login rules decide first; a
+// denied attempt never reaches the authenticator (the password is not
+// checked at all). An admitted attempt counts as a failure until it
+// succeeds (race-safe: 50 parallel wrong passwords against a limit of 5
+// get at most 5 answers of 401); an authenticator failure is not counted.
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	rec := newRecord("login")
+	defer s.logDecision(r.Context(), rec)
+	var in struct{ Username, Password string }
+	body, p := s.body(w, r, fields{"username": &in.Username, "password": &in.Password})
+	if p != nil {
+		s.fail(w, rec, p)
+		return
+	}
+	errs := map[string]string{}
+	account, err := guard.ParseAccount(in.Username)
+	if err != nil {
+		errs["username"] = reason(err)
+	}
+	if in.Password == "" {
+		errs["password"] = "required"
+	} else if utf8.RuneCountInString(in.Password) > MaxPassword {
+		errs["password"] = "must be at most 256 characters"
+	}
+	if s.Auth == nil {
+		s.fail(w, rec, problem("upstream_unavailable", "this deployment fronts no authenticator"))
+		return
+	}
+	req, p := s.admit(r, rec, guard.Request{Action: "login", Subject: guard.Subject{Account: account}}, "account", account, errs)
+	if p != nil {
+		s.fail(w, rec, p)
+		return
+	}
+	ctx := r.Context()
+	res, err := s.Auth.Login(ctx, guard.Login{
+		Account: account, Username: in.Username, Password: in.Password, Body: body,
+		ClientIP: req.Subject.IP, UserAgent: r.UserAgent(),
+	})
+	switch {
+	case errors.Is(err, guard.ErrInvalidCredentials):
+		s.settle(ctx, req, rec.decision, guard.Failure)
+		s.fail(w, rec, problem("invalid_credentials", "the username or password is wrong"))
+		return
+	case err != nil:
+		s.Log.ErrorContext(ctx, "authenticate", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
+		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
+		return
+	}
+	s.settle(ctx, req, rec.decision, guard.Success)
+	switch {
+	case res.Passthrough != nil:
+		rec.outcome = "authenticated"
+		pt := res.Passthrough
+		for _, c := range pt.Cookies {
+			w.Header().Add("Set-Cookie", c)
+		}
+		if pt.ContentType != "" {
+			w.Header().Set("Content-Type", pt.ContentType)
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(pt.Status)
+		_, _ = w.Write(pt.Body)
+	case res.Challenge != nil:
+		rec.outcome = "challenge"
+		writeJSON(w, http.StatusOK, map[string]string{"status": "challenge", "challengeName": res.Challenge.Name, "session": res.Challenge.Session})
+	case res.Token:
+		at := rec.decision.At
+		if at.IsZero() {
+			at = time.Now() // no rule asked the store: nothing else tells the time
+		}
+		tok, err := s.Tokens.Sign(at, account, "login", "")
+		if err != nil {
+			s.Log.ErrorContext(ctx, "sign token", "err", err)
+			s.fail(w, rec, problem("internal_error", "the token could not be signed"))
+			return
+		}
+		rec.outcome = "authenticated"
+		writeJSON(w, http.StatusOK, loginResponse{Status: "authenticated", Token: tok})
+	default:
+		rec.outcome = "authenticated"
+		out := map[string]any{"status": "authenticated"}
+		for k, v := range res.Fields {
+			out[k] = v
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// handleSignup fronts the authenticator's signup. The answer is the same
+// 202 whether or not the address is registered: an existing account is
+// neither changed nor told apart.
+func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
+	rec := newRecord("signup")
+	defer s.logDecision(r.Context(), rec)
+	var in struct {
+		Email, Password string
+		Attributes      map[string]string
+	}
+	body, p := s.body(w, r, fields{"email": &in.Email, "password": &in.Password, "attributes": &in.Attributes})
+	if p != nil {
+		s.fail(w, rec, p)
+		return
+	}
+	errs := map[string]string{}
+	dest, err := guard.ParseEmail(in.Email)
+	if err != nil {
+		errs["email"] = reason(err)
+	}
+	if err := password.Check(in.Password); err != nil {
+		errs["password"] = err.Error()
+	}
+	for k, v := range in.Attributes {
+		if !validAttribute(k) {
+			errs["attributes."+k] = "attribute names are letters, digits, '_', '-' and ':', at most 64"
+		} else if utf8.RuneCountInString(v) > 2048 {
+			errs["attributes."+k] = "must be at most 2048 characters"
+		}
+	}
+	if s.Auth == nil {
+		s.fail(w, rec, problem("upstream_unavailable", "this deployment fronts no authenticator"))
+		return
+	}
+	req := guard.Request{Action: "signup", Subject: guard.Subject{Destination: dest}, Attributes: map[string]string{"channel": "email"}}
+	req, p = s.admit(r, rec, req, "destination", dest.Key, errs)
+	if p != nil {
+		s.fail(w, rec, p)
+		return
+	}
+	err = s.Auth.SignUp(r.Context(), guard.SignUp{
+		Email: dest.Address, Password: in.Password, Attributes: in.Attributes, Body: body,
+		ClientIP: req.Subject.IP, UserAgent: r.UserAgent(),
+	})
+	switch {
+	case errors.Is(err, guard.ErrRejected):
+		s.fail(w, rec, invalidRequest(map[string]string{"body": "the authenticator refuses this signup: " + rejection(err)}))
+		return
+	case err != nil:
+		s.Log.ErrorContext(r.Context(), "sign up", "err", err)
+		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
+		return
+	}
+	rec.outcome = "pending"
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "pending"})
+}
+
+// rejection is what an authenticator says of a rejected signup (it wraps
+// guard.ErrRejected first: "%w: what").
+func rejection(err error) string {
+	return strings.TrimPrefix(err.Error(), guard.ErrRejected.Error()+": ")
+}
+
+func validAttribute(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// body decodes like decode and also returns the raw body, for an
+// authenticator that forwards it.
+func (s *Server) body(w http.ResponseWriter, r *http.Request, f fields) ([]byte, *Problem) {
+	if p := checkMediaType(r); p != nil {
+		return nil, p
+	}
+	raw, p := readBody(w, r)
+	if p != nil {
+		return nil, p
+	}
+	return raw, decodeBytes(raw, f)
+}

@@ -1,0 +1,132 @@
+package guard
+
+import (
+	"sync"
+	"time"
+)
+
+// denyCache remembers denials in process, keyed by the denying rule's
+// state (rule id and subject tag), so an attacker's repeats are answered
+// without the store. An entry lives until the denial's retry-after, capped
+// at ttl: it answers only what the store would answer until then, except
+// that a refund or an unblock made through another process is seen at most
+// ttl late (through this one, at once). Only denials that time alone ends
+// are cached (see rule.cacheable). Durations are the store's; the local
+// monotonic clock only measures them.
+type denyCache struct {
+	ttl  time.Duration
+	size int
+	mu   sync.Mutex
+	m    map[string]denial
+}
+
+type denial struct {
+	res   Result
+	until time.Time // the entry's end: min(retry, ttl)
+	retry time.Time // the denial's end
+}
+
+func newDenyCache(ttl time.Duration, size int) *denyCache {
+	return &denyCache{ttl: ttl, size: size, m: make(map[string]denial)}
+}
+
+// get returns the cached denial of key at now, its RetryAfter counted
+// down, and marks it Cached.
+func (c *denyCache) get(key string, now time.Time) (Result, bool) {
+	c.mu.Lock()
+	e, ok := c.m[key]
+	if ok && !now.Before(e.until) {
+		delete(c.m, key)
+		ok = false
+	}
+	c.mu.Unlock()
+	if !ok {
+		return Result{}, false
+	}
+	res := e.res
+	res.Cached, res.Skipped = true, false
+	res.RetryAfter = max(e.retry.Sub(now), time.Microsecond)
+	res.ResetAfter = max(res.ResetAfter-e.res.RetryAfter+res.RetryAfter, 0)
+	return res, true
+}
+
+// put caches a denial observed at now.
+func (c *denyCache) put(key string, res Result, now time.Time) {
+	e := denial{res: res, until: now.Add(min(res.RetryAfter, c.ttl)), retry: now.Add(res.RetryAfter)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.size {
+		// Make room: drop what has ended, and if that is not enough, any
+		// entry (map order is random); a dropped denial is asked of the
+		// store again, never admitted wrongly.
+		for k, v := range c.m {
+			if !now.Before(v.until) {
+				delete(c.m, k)
+			}
+		}
+		for k := range c.m {
+			if len(c.m) < c.size {
+				break
+			}
+			delete(c.m, k)
+		}
+	}
+	c.m[key] = e
+}
+
+func (c *denyCache) drop(key string) {
+	c.mu.Lock()
+	delete(c.m, key)
+	c.mu.Unlock()
+}
+
+// leases are the blocks of units this process took from leased rules (see
+// [Lease]), spent locally until they run out or their window ends.
+type leases struct {
+	mu sync.Mutex
+	m  map[string]*lease
+}
+
+type lease struct {
+	units int64
+	until time.Time // the end of the window the units were taken in
+}
+
+// take spends n leased units of key at now; it returns what is left.
+func (l *leases) take(key string, n int64, now time.Time) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.m[key]
+	if e == nil || !now.Before(e.until) || e.units < n {
+		return 0, false
+	}
+	e.units -= n
+	return e.units, true
+}
+
+// give puts back n units that take spent on a request that was denied.
+func (l *leases) give(key string, n int64) {
+	l.mu.Lock()
+	if e := l.m[key]; e != nil {
+		e.units += n
+	}
+	l.mu.Unlock()
+}
+
+// grant adds units the store granted, valid until the end of their window
+// (less a little, so they are never spent in the next window).
+func (l *leases) grant(key string, units int64, until time.Time) {
+	const margin = 50 * time.Millisecond
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.m) > 10000 {
+		l.m = map[string]*lease{} // a bound; dropped units are under-admission only
+	}
+	l.m[key] = &lease{units: units, until: until.Add(-margin)}
+}
+
+func (l *leases) drop(key string) {
+	l.mu.Lock()
+	delete(l.m, key)
+	l.mu.Unlock()
+}
