@@ -5,11 +5,14 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # The Lambda functions: template.yaml logical id -> folder under functions/.
-FUNCTIONS   := SendFunction VerifyFunction JwksFunction HealthFunction
-dir_SendFunction   := send
-dir_VerifyFunction := verify
-dir_JwksFunction   := jwks
-dir_HealthFunction := health
+FUNCTIONS   := SendFunction VerifyFunction JwksFunction HealthFunction LoginFunction SignupFunction BackendFunction
+dir_SendFunction    := send
+dir_VerifyFunction  := verify
+dir_JwksFunction    := jwks
+dir_HealthFunction  := health
+dir_LoginFunction   := login
+dir_SignupFunction  := signup
+dir_BackendFunction := backend
 # Lambda builds: the Runtime API client only (no RPC), static, stripped,
 # reproducible. GOARCH follows the template's Architectures (arm64).
 LAMBDA_GOARCH ?= arm64

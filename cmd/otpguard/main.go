@@ -9,14 +9,18 @@
 //	                   of cluster nodes; unset: an embedded in-process Redis
 //	GUARD_CONFIG       path of a YAML config laid over the default
 //	OUTBOX_PATH        file the outbox appends messages to; unset: stderr
-//	GUARD_SECRET       key-hashing secret (at least 16 bytes); unset: a
-//	                   random one per start, so counters start afresh
+//	GUARD_SECRET       key-hashing secret (at least 16 bytes); required
+//	                   with REDIS_URL, else random per start
 //	GUARD_SIGNING_KEY  Ed25519 token key (PKCS #8 PEM or base64 seed);
-//	                   unset: an ephemeral key per start
+//	                   required with REDIS_URL, else ephemeral
+//	ADMIN_TOKEN        bearer token of the internal routes; unset: they
+//	                   answer 401 to everyone
+//	AUTH               local (default), cognito or http: see authenv.Authenticator
 package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -33,10 +37,12 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
-	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/outbox"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/guard/token"
+	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/authenv"
+	"github.com/otpguard/otpguard/internal/localredis"
 )
 
 func main() {
@@ -51,58 +57,37 @@ func main() {
 // run is the whole program, so tests run it as it is.
 func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	app.LogRedis(log)
 	cfg, err := loadConfig(getenv("GUARD_CONFIG"))
 	if err != nil {
 		return err
 	}
-	secret := []byte(getenv("GUARD_SECRET"))
-	if len(secret) == 0 {
-		secret = make([]byte, 32)
-		_, _ = rand.Read(secret)
+	secret, key, err := secrets(getenv)
+	if err != nil {
+		return err
 	}
 
 	var rdb redis.UniversalClient
 	if url := getenv("REDIS_URL"); url != "" {
 		if rdb, err = redisstore.NewClient(url); err != nil {
-			return err
+			return fmt.Errorf("REDIS_URL: %w", err)
 		}
 	} else {
-		mem, err := redisstore.NewMemory()
+		srv, err := localredis.Start()
 		if err != nil {
 			return err
 		}
-		defer mem.Close()
-		rdb = mem.Client()
-		log.Info("using an embedded in-process Redis; set REDIS_URL for a real one")
+		defer srv.Close()
+		rdb = srv.Client()
+		log.Info("using an embedded in-process Redis and ephemeral secrets; set REDIS_URL, GUARD_SECRET and GUARD_SIGNING_KEY for a shared one")
 	}
 	defer rdb.Close()
-	store := redisstore.New(rdb)
-	if err := store.Preload(ctx); err != nil {
-		log.Warn("redis not reachable at start-up; will retry per request", "err", err)
-	}
-	backstop, err := redisstore.NewMemory()
+
+	auth, closeAuth, err := authenv.Authenticator(getenv, true, nil)
 	if err != nil {
 		return err
 	}
-	defer backstop.Close()
-	g, err := guard.New(cfg, store, guard.Options{Secret: secret, Backstop: backstop})
-	if err != nil {
-		return err
-	}
-	codes, err := otp.New(cfg, redisstore.NewCodes(rdb), secret)
-	if err != nil {
-		return err
-	}
-	key := token.Generate()
-	if s := getenv("GUARD_SIGNING_KEY"); s != "" {
-		if key, err = token.ParseKey(s); err != nil {
-			return fmt.Errorf("GUARD_SIGNING_KEY: %w", err)
-		}
-	}
-	tokens, err := token.NewSigner(key, cfg.Token.Issuer, cfg.Token.TTL)
-	if err != nil {
-		return err
-	}
+	defer closeAuth()
 	var box io.Writer = stderr
 	if path := getenv("OUTBOX_PATH"); path != "" {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -112,10 +97,10 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		defer f.Close()
 		box = f
 	}
-	handler, err := api.NewServer(api.Deps{
-		Config: cfg, Guard: g, Codes: codes, Tokens: tokens, Sender: outbox.New(box, nil), Log: log,
-		Health: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-	})
+	handler, err := app.New(ctx, app.Settings{
+		Redis: rdb, Secret: secret, Auth: auth, Admin: app.BearerAdmin(getenv("ADMIN_TOKEN")), Log: log,
+		Senders: func(guard.Store) (api.Sender, error) { return outbox.New(box, nil), nil },
+	}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		return err
 	}
@@ -128,10 +113,11 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	fmt.Fprintf(stdout, "otpguard listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(problemListener{ln}) }()
 	select {
 	case err := <-errc:
 		return err
@@ -143,6 +129,37 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	return nil
+}
+
+// secrets reads GUARD_SECRET and GUARD_SIGNING_KEY. Instances that share a
+// Redis must share both, or each would count apart (limits split), codes
+// sent through one would fail on another, and a restart would reset every
+// counter: with REDIS_URL set, both are required. Only the embedded Redis,
+// which lives and dies with this process, runs on ephemeral ones.
+func secrets(getenv func(string) string) ([]byte, ed25519.PrivateKey, error) {
+	shared := getenv("REDIS_URL") != ""
+	secret := []byte(getenv("GUARD_SECRET"))
+	switch {
+	case len(secret) == 0 && shared:
+		return nil, nil, errors.New("GUARD_SECRET is required with REDIS_URL: every instance on one Redis must share it (at least 16 bytes, e.g. `openssl rand -base64 32`)")
+	case len(secret) == 0:
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+	case len(secret) < 16:
+		return nil, nil, errors.New("GUARD_SECRET must be at least 16 bytes")
+	}
+	s := getenv("GUARD_SIGNING_KEY")
+	switch {
+	case s == "" && shared:
+		return nil, nil, errors.New("GUARD_SIGNING_KEY is required with REDIS_URL: every instance on one Redis must sign with one key (`openssl genpkey -algorithm ed25519`)")
+	case s == "":
+		return secret, token.Generate(), nil
+	}
+	key, err := token.ParseKey(s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("GUARD_SIGNING_KEY: %w", err)
+	}
+	return secret, key, nil
 }
 
 func loadConfig(path string) (guard.Config, error) {

@@ -1,8 +1,9 @@
 // Package apigw runs an http.Handler behind an API Gateway HTTP API
 // (payload format 2.0) in Lambda: the event becomes an *http.Request, the
 // handler's answer the response event. The client address is the
-// gateway's requestContext.http.sourceIp, set as the request's RemoteAddr,
-// and the Lambda request id goes into the context for the logs.
+// gateway's requestContext.http.sourceIp, set as the request's RemoteAddr;
+// the Lambda request id goes into the context for the logs, and so does
+// the IAM caller when the route has the IAM authorizer (see IAMCaller).
 package apigw
 
 import (
@@ -11,7 +12,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -30,12 +30,27 @@ func Handler(h http.Handler) func(context.Context, events.APIGatewayV2HTTPReques
 		}
 		r, err := Request(ctx, e)
 		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
+			// A request the gateway should never pass: a problem, not an
+			// invocation error (which the gateway would turn into a 500).
+			w := NewResponseWriter()
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"type":"urn:otpguard:problem:invalid_request","title":"Invalid request","status":400,"detail":%q,"code":"invalid_request"}`, err.Error())
+			return w.Event(), nil
 		}
-		w := httptest.NewRecorder()
+		w := NewResponseWriter()
 		h.ServeHTTP(w, r)
-		return Response(w.Result().StatusCode, w.Header(), w.Body.Bytes()), nil
+		return w.Event(), nil
 	}
+}
+
+type iamKey struct{}
+
+// IAMCaller returns the ARN of the IAM principal the gateway's IAM
+// authorizer let through, or "" when the route has none.
+func IAMCaller(ctx context.Context) string {
+	s, _ := ctx.Value(iamKey{}).(string)
+	return s
 }
 
 // Request builds the http.Request an event describes.
@@ -46,6 +61,9 @@ func Request(ctx context.Context, e events.APIGatewayV2HTTPRequest) (*http.Reque
 		if body, err = base64.StdEncoding.DecodeString(e.Body); err != nil {
 			return nil, fmt.Errorf("apigw: body is not base64: %w", err)
 		}
+	}
+	if a := e.RequestContext.Authorizer; a != nil && a.IAM != nil && a.IAM.UserARN != "" {
+		ctx = context.WithValue(ctx, iamKey{}, a.IAM.UserARN)
 	}
 	method := e.RequestContext.HTTP.Method
 	path := e.RawPath
@@ -74,17 +92,50 @@ func Request(ctx context.Context, e events.APIGatewayV2HTTPRequest) (*http.Reque
 	return r, nil
 }
 
-// Response is the response event of an HTTP answer; a body that is not
+// ResponseWriter collects a handler's answer for the response event.
+type ResponseWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+// NewResponseWriter returns an empty ResponseWriter.
+func NewResponseWriter() *ResponseWriter { return &ResponseWriter{header: http.Header{}} }
+
+// Header implements http.ResponseWriter.
+func (w *ResponseWriter) Header() http.Header { return w.header }
+
+// WriteHeader implements http.ResponseWriter; only the first call counts.
+func (w *ResponseWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (w *ResponseWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.body.Write(b)
+}
+
+// Event is the response event of what was written; a body that is not
 // UTF-8 text goes base64-encoded.
-func Response(status int, h http.Header, body []byte) events.APIGatewayV2HTTPResponse {
+func (w *ResponseWriter) Event() events.APIGatewayV2HTTPResponse {
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
 	out := events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{}}
-	for k, vs := range h {
+	for k, vs := range w.header {
 		if http.CanonicalHeaderKey(k) == "Set-Cookie" {
 			out.Cookies = append(out.Cookies, vs...)
 			continue
 		}
 		out.Headers[k] = strings.Join(vs, ",")
 	}
+	body := w.body.Bytes()
 	if utf8.Valid(body) {
 		out.Body = string(body)
 	} else {

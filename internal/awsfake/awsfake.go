@@ -2,7 +2,8 @@
 // the AWS services otpguard calls, for tests that drive the real
 // aws-sdk-go-v2 clients: SES v2 SendEmail (REST-JSON), SNS Publish (query
 // protocol, XML replies), Secrets Manager GetSecretValue and SSM
-// GetParameter (JSON 1.1). It records what was sent. Point a client at it
+// GetParameter (JSON 1.1), Cognito InitiateAuth and SignUp (JSON 1.1,
+// unsigned, as the real service takes them). It records what was sent. Point a client at it
 // with AWS_ENDPOINT_URL or aws.Config.BaseEndpoint.
 package awsfake
 
@@ -37,22 +38,55 @@ type Server struct {
 	emails  []Email
 	sms     []SMS
 	calls   []string
-	secrets map[string]string
+	secrets map[string]string // id + "\x00" + stage -> value
 	params  map[string]string
+	users   map[string]User
 	// fail maps a destination (email or phone) to the error code the
 	// service answers for it, such as MessageRejected or InvalidParameter.
 	fail map[string]string
 }
 
+// User is a Cognito user of the fake user pool.
+type User struct {
+	Password  string
+	Confirmed bool
+}
+
 // New starts a fake endpoint; Close it when done.
 func New() *Server {
-	s := &Server{secrets: map[string]string{}, params: map[string]string{}, fail: map[string]string{}}
+	s := &Server{secrets: map[string]string{}, params: map[string]string{}, fail: map[string]string{}, users: map[string]User{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
 
-// SetSecret sets what GetSecretValue answers for id.
-func (s *Server) SetSecret(id, value string) { s.mu.Lock(); s.secrets[id] = value; s.mu.Unlock() }
+// SetSecret sets what GetSecretValue answers for id (AWSCURRENT).
+func (s *Server) SetSecret(id, value string) { s.SetSecretStage(id, "AWSCURRENT", value) }
+
+// SetSecretStage sets the version of secret id labelled stage
+// (AWSCURRENT, AWSPREVIOUS, AWSPENDING); "" removes it.
+func (s *Server) SetSecretStage(id, stage, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if value == "" {
+		delete(s.secrets, id+"\x00"+stage)
+		return
+	}
+	s.secrets[id+"\x00"+stage] = value
+}
+
+// SetUser adds or replaces a user of the fake Cognito user pool.
+func (s *Server) SetUser(name string, u User) { s.mu.Lock(); s.users[name] = u; s.mu.Unlock() }
+
+// Users returns the fake user pool.
+func (s *Server) Users() map[string]User {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]User, len(s.users))
+	for k, v := range s.users {
+		out[k] = v
+	}
+	return out
+}
 
 // SetParameter sets what GetParameter answers for name.
 func (s *Server) SetParameter(name, value string) { s.mu.Lock(); s.params[name] = value; s.mu.Unlock() }
@@ -85,6 +119,10 @@ func (s *Server) call(op string) { s.mu.Lock(); s.calls = append(s.calls, op); s
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AWSCognitoIdentityProviderService."); ok {
+		s.cognito(w, op, body)
+		return
+	}
 	if !strings.Contains(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256") {
 		jsonError(w, 403, "MissingAuthenticationToken", "request is not signed")
 		return
@@ -164,13 +202,16 @@ func (s *Server) query(w http.ResponseWriter, body []byte) {
 
 func (s *Server) getSecret(w http.ResponseWriter, body []byte) {
 	s.call("secretsmanager:GetSecretValue")
-	var in struct{ SecretId string }
+	var in struct{ SecretId, VersionStage string }
 	_ = json.Unmarshal(body, &in)
+	if in.VersionStage == "" {
+		in.VersionStage = "AWSCURRENT"
+	}
 	s.mu.Lock()
-	v, ok := s.secrets[in.SecretId]
+	v, ok := s.secrets[in.SecretId+"\x00"+in.VersionStage]
 	s.mu.Unlock()
 	if !ok {
-		jsonError(w, 400, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
+		jsonError(w, 400, "ResourceNotFoundException", "Secrets Manager can't find the specified secret value for staging label: "+in.VersionStage)
 		return
 	}
 	writeAmzJSON(w, map[string]any{"ARN": "arn:aws:secretsmanager:us-east-1:000000000000:secret:" + in.SecretId, "Name": in.SecretId, "SecretString": v})
@@ -188,6 +229,53 @@ func (s *Server) getParameter(w http.ResponseWriter, body []byte) {
 		return
 	}
 	writeAmzJSON(w, map[string]any{"Parameter": map[string]any{"Name": in.Name, "Type": "String", "Value": v, "Version": 1}})
+}
+
+// cognito answers InitiateAuth (USER_PASSWORD_AUTH) and SignUp.
+func (s *Server) cognito(w http.ResponseWriter, op string, body []byte) {
+	s.call("cognito-idp:" + op)
+	var in struct {
+		AuthFlow       string
+		AuthParameters map[string]string
+		Username       string
+		Password       string
+		ClientId       string
+	}
+	if err := json.Unmarshal(body, &in); err != nil || in.ClientId == "" {
+		jsonError(w, 400, "InvalidParameterException", "malformed request")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch op {
+	case "InitiateAuth":
+		if in.AuthFlow != "USER_PASSWORD_AUTH" {
+			jsonError(w, 400, "InvalidParameterException", "unsupported auth flow")
+			return
+		}
+		name := in.AuthParameters["USERNAME"]
+		u, ok := s.users[name]
+		switch {
+		case !ok:
+			jsonError(w, 400, "UserNotFoundException", "User does not exist.")
+		case u.Password != in.AuthParameters["PASSWORD"]:
+			jsonError(w, 400, "NotAuthorizedException", "Incorrect username or password.")
+		case !u.Confirmed:
+			jsonError(w, 400, "UserNotConfirmedException", "User is not confirmed.")
+		default:
+			writeAmzJSON(w, map[string]any{"AuthenticationResult": map[string]any{
+				"AccessToken": "access-" + name, "IdToken": "id-" + name, "RefreshToken": "refresh-" + name, "ExpiresIn": 3600, "TokenType": "Bearer"}})
+		}
+	case "SignUp":
+		if _, ok := s.users[in.Username]; ok {
+			jsonError(w, 400, "UsernameExistsException", "User already exists")
+			return
+		}
+		s.users[in.Username] = User{Password: in.Password}
+		writeAmzJSON(w, map[string]any{"UserConfirmed": false, "UserSub": fmt.Sprintf("sub-%d", len(s.users))})
+	default:
+		jsonError(w, 400, "UnknownOperationException", op)
+	}
 }
 
 func (s *Server) failure(dest string) string {

@@ -1,8 +1,14 @@
-// Package lambdaapp builds the otpguard API for a Lambda function: typed
-// configuration from the environment, then, once per container (at init,
-// reused by every warm invocation), the secrets from Secrets Manager, the
-// config document from SSM Parameter Store, the Redis client and the
-// SES and SNS clients.
+// Package lambdaapp is a Lambda function's init, once per container: the
+// typed environment, the secrets from Secrets Manager, the config document
+// from SSM Parameter Store, the Redis client, the senders or the
+// authenticator, then the App of internal/app behind the API Gateway
+// adapter. Warm invocations reuse all of it.
+//
+// The config document and the token keys are read again in place, at most
+// every CONFIG_REFRESH (default 1m), on the invocation that finds them
+// stale and without holding it: a new document takes effect on that
+// container's next invocations; a bad one is rejected (logged, and counted
+// as the ConfigRejected metric) and the last good one stays.
 package lambdaapp
 
 import (
@@ -11,27 +17,51 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
-	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/emf"
-	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/guard/token"
+	"github.com/otpguard/otpguard/internal/apigw"
+	"github.com/otpguard/otpguard/internal/app"
 )
 
-// Senders selects the delivery channels a function may use; only the send
-// function has any (and only it may call SES and SNS).
+// Function describes one Lambda function: what its routes need.
+type Function struct {
+	Name string
+	// Senders: the send function alone delivers (and may call SES, SNS).
+	Senders Senders
+	// Auth: login and signup front the authenticator.
+	Auth bool
+	// Internal: the backend's routes, behind the IAM authorizer.
+	Internal bool
+}
+
+// Parts are the pieces only some functions link, passed in by their main
+// package so that the others' binaries do not carry them: the SES and SNS
+// clients (internal/delivery), the authenticators (internal/authenv).
+type Parts struct {
+	// Senders builds the senders from the environment (send).
+	Senders func(getenv func(string) string, cfg aws.Config) (func(guard.Store) (api.Sender, error), error)
+	// Auth builds the authenticator AUTH names (login, signup); allowLocal
+	// is false in Lambda.
+	Auth func(getenv func(string) string, allowLocal bool, clientSecret func() (string, error)) (api.Authenticator, func() error, error)
+}
+
+// Senders selects the delivery channels a function may use.
 type Senders int
 
 // The channels.
@@ -40,233 +70,296 @@ const (
 	SMS
 )
 
-// Config is everything a function reads from its environment. The SAM
-// template sets each variable; [Vars] lists them.
-type Config struct {
-	RedisURL        string        // REDIS_URL: rediss://host:port?cluster=true for ElastiCache Serverless
-	ConfigParam     string        // GUARD_CONFIG_PARAM: SSM parameter holding the YAML config; "" = defaults
-	HashSecretID    string        // GUARD_HASH_SECRET_ID: Secrets Manager secret, the key-hashing secret
-	SigningSecretID string        // GUARD_SIGNING_SECRET_ID: Secrets Manager secret, the token key
-	SESFrom         string        // SES_FROM: verified sender identity (send function)
-	SESConfigSet    string        // SES_CONFIGURATION_SET: optional
-	SMSSenderID     string        // SMS_SENDER_ID: optional
-	SMSOrigination  string        // SMS_ORIGINATION_NUMBER: optional
-	SMSMaxPrice     string        // SMS_MAX_PRICE: optional, USD per message
-	EmailPerSecond  int64         // EMAIL_PER_SECOND: SES sending quota; default 1 (sandbox)
-	SMSPerSecond    int64         // SMS_PER_SECOND: SMS quota; default 20
-	DeliveryMaxWait time.Duration // DELIVERY_MAX_WAIT: longest wait for a provider turn; default 2s
-	Senders         Senders
-	ProviderTimeout time.Duration // PROVIDER_TIMEOUT: bound of one SES/SNS call; default 5s
-	InitTimeout     time.Duration // bound of the init calls (secrets, SSM, Redis): 5s
-	// Stdout receives the EMF metrics, Stderr the JSON logs.
-	Stdout, Stderr *os.File
-}
+// The functions of template.yaml.
+var (
+	Send    = Function{Name: "send", Senders: Email | SMS}
+	Verify  = Function{Name: "verify"}
+	Jwks    = Function{Name: "jwks"}
+	Health  = Function{Name: "health"}
+	Login   = Function{Name: "login", Auth: true}
+	Signup  = Function{Name: "signup", Auth: true}
+	Backend = Function{Name: "backend", Internal: true}
+)
 
-// Vars lists the environment variables FromEnv reads for a function with
-// senders s: the template test checks that the SAM template sets each.
-func Vars(s Senders) []string {
-	v := []string{"REDIS_URL", "GUARD_CONFIG_PARAM", "GUARD_HASH_SECRET_ID", "GUARD_SIGNING_SECRET_ID"}
-	if s&Email != 0 {
+// Functions lists them all.
+var Functions = []Function{Send, Verify, Jwks, Health, Login, Signup, Backend}
+
+// Vars lists the environment variables a function reads: the template
+// test checks that template.yaml sets each.
+func Vars(fn Function) []string {
+	v := []string{"REDIS_URL", "REDIS_PASSWORD_SECRET_ID", "GUARD_CONFIG_PARAM", "GUARD_HASH_SECRET_ID", "GUARD_SIGNING_SECRET_ID", "CONFIG_REFRESH", "STACK_NAME"}
+	if fn.Senders&Email != 0 {
 		v = append(v, "SES_FROM", "SES_CONFIGURATION_SET", "EMAIL_PER_SECOND")
 	}
-	if s&SMS != 0 {
+	if fn.Senders&SMS != 0 {
 		v = append(v, "SMS_SENDER_ID", "SMS_ORIGINATION_NUMBER", "SMS_MAX_PRICE", "SMS_PER_SECOND")
 	}
-	if s != 0 {
+	if fn.Senders != 0 {
 		v = append(v, "DELIVERY_MAX_WAIT", "PROVIDER_TIMEOUT")
+	}
+	if fn.Auth {
+		v = append(v, "AUTH", "COGNITO_USER_POOL_ID", "COGNITO_CLIENT_ID", "COGNITO_CLIENT_SECRET_ID", "AUTH_UPSTREAM_URL", "AUTH_TIMEOUT")
 	}
 	return v
 }
 
-// FromEnv reads the function's configuration; a missing or malformed
-// variable is an error naming it.
-func FromEnv(getenv func(string) string, s Senders) (Config, error) {
-	c := Config{
-		RedisURL: getenv("REDIS_URL"), ConfigParam: getenv("GUARD_CONFIG_PARAM"),
+// Env is what every function reads from its environment.
+type Env struct {
+	RedisURL        string        // REDIS_URL: rediss://user@host:port?cluster=true for ElastiCache Serverless
+	RedisSecretID   string        // REDIS_PASSWORD_SECRET_ID: the Redis AUTH password (ElastiCache user); "" = none
+	ConfigParam     string        // GUARD_CONFIG_PARAM: SSM parameter holding the YAML config; "" or missing = defaults
+	HashSecretID    string        // GUARD_HASH_SECRET_ID: the key-hashing secret
+	SigningSecretID string        // GUARD_SIGNING_SECRET_ID: the token key (AWSCURRENT signs; AWSPREVIOUS, AWSPENDING also in the JWKS)
+	Refresh         time.Duration // CONFIG_REFRESH: how often the config and keys are read again; default 1m
+	Stack           string        // STACK_NAME: the metrics' Stack dimension
+	Region          string        // AWS_REGION
+}
+
+// FromEnv reads the common environment; a missing or malformed variable
+// is an error naming it.
+func FromEnv(getenv func(string) string) (Env, error) {
+	e := Env{
+		RedisURL: getenv("REDIS_URL"), RedisSecretID: getenv("REDIS_PASSWORD_SECRET_ID"), ConfigParam: getenv("GUARD_CONFIG_PARAM"),
 		HashSecretID: getenv("GUARD_HASH_SECRET_ID"), SigningSecretID: getenv("GUARD_SIGNING_SECRET_ID"),
-		Senders: s, InitTimeout: 5 * time.Second, Stdout: os.Stdout, Stderr: os.Stderr,
+		Stack: getenv("STACK_NAME"), Refresh: time.Minute, Region: getenv("AWS_REGION"),
 	}
 	var errs []error
-	for name, v := range map[string]string{"REDIS_URL": c.RedisURL, "GUARD_HASH_SECRET_ID": c.HashSecretID, "GUARD_SIGNING_SECRET_ID": c.SigningSecretID} {
+	for name, v := range map[string]string{"REDIS_URL": e.RedisURL, "GUARD_HASH_SECRET_ID": e.HashSecretID, "GUARD_SIGNING_SECRET_ID": e.SigningSecretID, "AWS_REGION": e.Region} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is required", name))
 		}
 	}
-	num := func(name string, def int64) int64 {
-		v := getenv(name)
-		if v == "" {
-			return def
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf("%s: want a whole number ≥ 1, got %q", name, v))
-		}
-		return n
-	}
-	dur := func(name string, def time.Duration) time.Duration {
-		v := getenv(name)
-		if v == "" {
-			return def
-		}
+	if v := getenv("CONFIG_REFRESH"); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: want a duration such as 2s, got %q", name, v))
+		if err != nil || d < time.Second || d > time.Hour {
+			errs = append(errs, fmt.Errorf("CONFIG_REFRESH: want a duration from 1s to 1h, got %q", v))
 		}
-		return d
+		e.Refresh = d
 	}
-	if s&Email != 0 {
-		c.SESFrom, c.SESConfigSet = getenv("SES_FROM"), getenv("SES_CONFIGURATION_SET")
-		if c.SESFrom == "" {
-			errs = append(errs, errors.New("SES_FROM is required (a verified SES identity)"))
-		}
-		c.EmailPerSecond = num("EMAIL_PER_SECOND", 1)
-	}
-	if s&SMS != 0 {
-		c.SMSSenderID, c.SMSOrigination, c.SMSMaxPrice = getenv("SMS_SENDER_ID"), getenv("SMS_ORIGINATION_NUMBER"), getenv("SMS_MAX_PRICE")
-		c.SMSPerSecond = num("SMS_PER_SECOND", 20)
-	}
-	if s != 0 {
-		c.DeliveryMaxWait = dur("DELIVERY_MAX_WAIT", 2*time.Second)
-		c.ProviderTimeout = dur("PROVIDER_TIMEOUT", 5*time.Second)
-	}
-	if len(errs) > 0 {
-		return Config{}, fmt.Errorf("lambda environment: %w", errors.Join(errs...))
-	}
-	return c, nil
+	return e, errors.Join(errs...)
 }
 
-// App is what a function builds once per container, at init: the
-// configuration, the AWS configuration and the Redis-backed guard. Its
-// Handler is the shared API.
-type App struct {
-	Env    Config
-	Config guard.Config
-	AWS    aws.Config
-	deps   api.Deps
-	store  *redisstore.Store
+// Main initializes fn and serves its invocations; an init error ends the
+// process, and Lambda reports it.
+func Main(fn Function, p Parts) {
+	h, err := Init(context.Background(), fn, p, os.Getenv, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "otpguard %s init: %v\n", fn.Name, err)
+		os.Exit(1)
+	}
+	lambda.Start(apigw.Handler(h))
 }
 
-// Init loads the secrets and the config document and connects to Redis.
-// It is called once per container; warm invocations reuse what it built.
-func Init(ctx context.Context, c Config) (*App, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.InitTimeout)
+// Init builds a function's handler: everything a container keeps.
+func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string, stdout, stderr io.Writer) (http.Handler, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	log := slog.New(slog.NewJSONHandler(c.Stderr, nil))
-	awsCfg, err := AWSConfig(os.Getenv)
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	app.LogRedis(log)
+	env, err := FromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("lambda environment: %w", err)
+	}
+	awsCfg := app.AWSConfig(getenv, env.Region)
+	sm, ssm := newSecrets(awsCfg), newParameters(awsCfg)
+	hash, err := sm.get(ctx, env.HashSecretID, "")
 	if err != nil {
 		return nil, err
 	}
-	sm := secretsmanager.NewFromConfig(awsCfg)
-	hashSecret, err := secret(ctx, sm, c.HashSecretID)
+	if len(hash) < 16 {
+		return nil, fmt.Errorf("secret %s: want a string of at least 16 bytes", env.HashSecretID)
+	}
+	rt := &runtime{env: env, log: log, sm: sm, ssm: ssm, metrics: emf.New(stdout, nil, env.Stack)}
+	cfg, doc, err := rt.config(ctx)
 	if err != nil {
 		return nil, err
 	}
-	signing, err := secret(ctx, sm, c.SigningSecretID)
+	keys, keyIDs, err := rt.keys(ctx)
 	if err != nil {
 		return nil, err
 	}
-	key, err := KeyFromSecret(signing)
-	if err != nil {
-		return nil, fmt.Errorf("signing secret %s: %w", c.SigningSecretID, err)
-	}
-	cfg := guard.DefaultConfig()
-	if c.ConfigParam != "" {
-		out, err := ssm.NewFromConfig(awsCfg).GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(c.ConfigParam), WithDecryption: aws.Bool(true)})
+	rt.doc, rt.keyIDs = doc, keyIDs
+	redisURL := env.RedisURL
+	if env.RedisSecretID != "" {
+		pass, err := sm.get(ctx, env.RedisSecretID, "")
 		if err != nil {
-			return nil, fmt.Errorf("config parameter %s: %w", c.ConfigParam, err)
+			return nil, err
 		}
-		if cfg, err = guard.ParseConfig([]byte(aws.ToString(out.Parameter.Value))); err != nil {
-			return nil, fmt.Errorf("config parameter %s: %w", c.ConfigParam, err)
+		if redisURL, err = withPassword(redisURL, pass); err != nil {
+			return nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
 	}
-
-	rdb, err := redisstore.NewClient(c.RedisURL)
+	rdb, err := redisstore.NewClient(redisURL)
 	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	s := app.Settings{Redis: rdb, Secret: []byte(hash), Log: log, Observer: rt.metrics}
+	if fn.Senders != 0 {
+		if p.Senders == nil {
+			return nil, fmt.Errorf("function %s delivers codes but was built without senders", fn.Name)
+		}
+		if s.Senders, err = p.Senders(getenv, awsCfg); err != nil {
+			return nil, err
+		}
+	}
+	if fn.Auth {
+		if p.Auth == nil {
+			return nil, fmt.Errorf("function %s fronts the authenticator but was built without one", fn.Name)
+		}
+		var clientSecret func() (string, error)
+		if id := getenv("COGNITO_CLIENT_SECRET_ID"); id != "" {
+			clientSecret = func() (string, error) { return sm.get(ctx, id, "") }
+		}
+		if s.Auth, _, err = p.Auth(getenv, false, clientSecret); err != nil {
+			return nil, err
+		}
+	}
+	if fn.Internal {
+		// The gateway's IAM authorizer checked the SigV4 signature; a
+		// request without its verdict did not come through it.
+		s.Admin = func(r *http.Request) bool { return apigw.IAMCaller(r.Context()) != "" }
+	}
+	if rt.app, err = app.New(ctx, s, cfg, keys); err != nil {
 		return nil, err
 	}
-	store := redisstore.New(rdb)
-	if err := store.Preload(ctx); err != nil {
-		// Not fatal: the store recovers per request, and /healthz tells.
-		log.Warn("redis not reachable at init", "err", err)
-	}
-	backstop, err := redisstore.NewMemory()
-	if err != nil {
-		return nil, err
-	}
-	g, err := guard.New(cfg, store, guard.Options{Secret: []byte(hashSecret), Backstop: backstop})
-	if err != nil {
-		return nil, err
-	}
-	codes, err := otp.New(cfg, redisstore.NewCodes(rdb), []byte(hashSecret))
-	if err != nil {
-		return nil, err
-	}
-	tokens, err := token.NewSigner(key, cfg.Token.Issuer, cfg.Token.TTL)
-	if err != nil {
-		return nil, err
-	}
-	return &App{Env: c, Config: cfg, AWS: awsCfg, store: store, deps: api.Deps{
-		Config: cfg, Guard: g, Codes: codes, Tokens: tokens, Log: log,
-		Health:   func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		Observer: emf.New(c.Stdout, nil),
-	}}, nil
+	rt.last.Store(time.Now().UnixNano())
+	return rt, nil
 }
 
-// Paced wraps a provider sender: each call bounded by PROVIDER_TIMEOUT and
-// paced to perSecond sends (shared by every container through Redis),
-// waiting at most DELIVERY_MAX_WAIT for a turn.
-func (a *App) Paced(s api.Sender, name string, perSecond int64) (api.Sender, error) {
-	pacer, err := guard.NewPacer(a.store, name, perSecond, time.Second, a.Config.Store.Timeout)
+// runtime is the function's handler: the App, refreshed in place.
+type runtime struct {
+	env     Env
+	log     *slog.Logger
+	sm      *secrets
+	ssm     *parameters
+	metrics *emf.Observer
+	app     *app.App
+
+	last       atomic.Int64 // unix ns of the last refresh started
+	refreshing atomic.Bool
+	mu         sync.Mutex // guards doc and keyIDs
+	doc        string     // the config document in force
+	keyIDs     string     // the secret versions of the keys in force
+}
+
+func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if time.Since(time.Unix(0, rt.last.Load())) >= rt.env.Refresh && rt.refreshing.CompareAndSwap(false, true) {
+		rt.last.Store(time.Now().UnixNano())
+		go func() {
+			defer rt.refreshing.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			rt.refresh(ctx)
+		}()
+	}
+	rt.app.ServeHTTP(w, r)
+}
+
+// refresh reads the config and the keys again and reloads what changed.
+func (rt *runtime) refresh(ctx context.Context) {
+	cfg, doc, cerr := rt.config(ctx)
+	keys, keyIDs, kerr := rt.keys(ctx)
+	if err := errors.Join(cerr, kerr); err != nil {
+		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", err)
+		rt.metrics.Count(ctx, "ConfigRejected")
+		return
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if doc == rt.doc && keyIDs == rt.keyIDs {
+		return
+	}
+	if err := rt.app.Reload(cfg, keys); err != nil {
+		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", err)
+		rt.metrics.Count(ctx, "ConfigRejected")
+		return
+	}
+	rt.doc, rt.keyIDs = doc, keyIDs
+	rt.log.InfoContext(ctx, "config refreshed", "config", docID(doc), "keys", keyIDs)
+}
+
+// config reads the config document: a parameter that does not exist (the
+// stack never creates it, so an update never resets it) means defaults.
+func (rt *runtime) config(ctx context.Context) (guard.Config, string, error) {
+	if rt.env.ConfigParam == "" {
+		return guard.DefaultConfig(), "", nil
+	}
+	doc, found, err := rt.ssm.get(ctx, rt.env.ConfigParam)
 	if err != nil {
-		return nil, err
+		return guard.Config{}, "", fmt.Errorf("config parameter %s: %w", rt.env.ConfigParam, err)
 	}
-	return api.Paced(timed(s, a.Env.ProviderTimeout), pacer, a.Env.DeliveryMaxWait), nil
-}
-
-// Handler returns the API, delivering with senders (none for the
-// functions that do not send).
-func (a *App) Handler(senders api.ByChannel) (http.Handler, error) {
-	d := a.deps
-	d.Sender = senders
-	return api.NewServer(d)
-}
-
-// AWSConfig is the SDK configuration of a Lambda function: the region and
-// the credentials Lambda puts in the environment, and AWS_ENDPOINT_URL
-// when set (the tests' local endpoint). Built by hand rather than with
-// config.LoadDefaultConfig, whose other credential providers (SSO, STS,
-// IMDS, profiles) a function never uses and which add megabytes to each
-// binary.
-func AWSConfig(getenv func(string) string) (aws.Config, error) {
-	region := getenv("AWS_REGION")
-	if region == "" {
-		region = getenv("AWS_DEFAULT_REGION")
+	if !found {
+		rt.log.WarnContext(ctx, "the config parameter does not exist; the defaults apply", "parameter", rt.env.ConfigParam)
 	}
-	if region == "" {
-		return aws.Config{}, errors.New("AWS_REGION is not set")
-	}
-	cfg := aws.Config{Region: region, RetryMaxAttempts: 2}
-	id, key := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
-	if id == "" || key == "" {
-		return aws.Config{}, errors.New("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set")
-	}
-	cfg.Credentials = aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(id, key, getenv("AWS_SESSION_TOKEN")))
-	if u := getenv("AWS_ENDPOINT_URL"); u != "" {
-		cfg.BaseEndpoint = aws.String(u)
-	}
-	return cfg, nil
-}
-
-func secret(ctx context.Context, sm *secretsmanager.Client, id string) (string, error) {
-	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
+	cfg, err := guard.ParseConfig([]byte(doc))
 	if err != nil {
-		return "", fmt.Errorf("secret %s: %w", id, err)
+		return guard.Config{}, "", fmt.Errorf("config parameter %s: %w", rt.env.ConfigParam, err)
 	}
-	s := aws.ToString(out.SecretString)
-	if len(s) < 16 {
-		return "", fmt.Errorf("secret %s: want a string of at least 16 bytes", id)
+	return cfg, doc, nil
+}
+
+// keys reads the signing key's versions: AWSCURRENT signs; AWSPREVIOUS
+// (tokens it signed are still live) and AWSPENDING (a key about to sign,
+// which backends should learn first) are in the JWKS too.
+func (rt *runtime) keys(ctx context.Context) (app.Keys, string, error) {
+	id := rt.env.SigningSecretID
+	cur, err := rt.sm.get(ctx, id, "AWSCURRENT")
+	if err != nil {
+		return app.Keys{}, "", err
 	}
-	return s, nil
+	key, err := KeyFromSecret(cur)
+	if err != nil {
+		return app.Keys{}, "", fmt.Errorf("signing secret %s: %w", id, err)
+	}
+	keys := app.Keys{Signing: key}
+	ids := docID(cur)
+	for _, stage := range []string{"AWSPREVIOUS", "AWSPENDING"} {
+		v, err := rt.sm.get(ctx, id, stage)
+		if errors.Is(err, errNotFound) {
+			continue
+		}
+		if err != nil {
+			return app.Keys{}, "", err
+		}
+		k, err := KeyFromSecret(v)
+		if err != nil {
+			rt.log.WarnContext(ctx, "a signing key version is unreadable; it is left out of the JWKS", "stage", stage, "err", err)
+			continue
+		}
+		keys.Others = append(keys.Others, k.Public().(ed25519.PublicKey))
+		ids += "," + stage + ":" + docID(v)
+	}
+	return keys, ids, nil
+}
+
+// withPassword puts the Redis AUTH password into each URL of a REDIS_URL
+// (one URL, or a comma-separated list of cluster nodes), keeping its user
+// name ("default" when it has none).
+func withPassword(urls, pass string) (string, error) {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if !strings.Contains(p, "://") {
+			p = "redis://" + p
+		}
+		u, err := url.Parse(p)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("%q is not a redis:// or rediss:// URL", p)
+		}
+		user := "default"
+		if u.User != nil && u.User.Username() != "" {
+			user = u.User.Username()
+		}
+		u.User = url.UserPassword(user, pass)
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// docID names a document in logs without showing it.
+func docID(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return fmt.Sprintf("%x", sum[:4])
 }
 
 // KeyFromSecret reads the token signing key from its secret: a PKCS #8
@@ -282,18 +375,4 @@ func KeyFromSecret(s string) (ed25519.PrivateKey, error) {
 	}
 	seed := sha256.Sum256([]byte("otpguard token signing key\x00" + s))
 	return ed25519.NewKeyFromSeed(seed[:]), nil
-}
-
-// timed bounds each provider call.
-func timed(s api.Sender, d time.Duration) api.Sender { return timeout{s, d} }
-
-type timeout struct {
-	api.Sender
-	d time.Duration
-}
-
-func (t timeout) Send(ctx context.Context, m guard.Message) error {
-	ctx, cancel := context.WithTimeout(ctx, t.d)
-	defer cancel()
-	return t.Sender.Send(ctx, m)
 }

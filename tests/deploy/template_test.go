@@ -16,7 +16,7 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation/serverless"
 
 	"github.com/otpguard/otpguard/guard/api"
-	"github.com/otpguard/otpguard/guard/lambdaapp"
+	"github.com/otpguard/otpguard/internal/lambdaapp"
 )
 
 const root = "../.."
@@ -128,7 +128,8 @@ func TestEveryRouteMapsToOneFunction(t *testing.T) {
 			routes[route] = f.name
 		}
 	}
-	for _, r := range api.Routes() {
+	for _, rt := range api.Routes() {
+		r := rt.Method + " " + rt.Path
 		if routes[r] == "" {
 			t.Errorf("the API serves %s but no function is mapped to it", r)
 		}
@@ -148,16 +149,10 @@ func TestEveryEnvVarAFunctionReadsIsSet(t *testing.T) {
 		}
 	}
 	for _, f := range functions(t) {
-		src, err := os.ReadFile(filepath.Join(root, "functions", f.dir, "main.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var senders lambdaapp.Senders
-		if strings.Contains(string(src), "lambdaapp.Email") {
-			senders |= lambdaapp.Email
-		}
-		if strings.Contains(string(src), "lambdaapp.SMS") {
-			senders |= lambdaapp.SMS
+		fn, ok := lambdaFunction(f.dir)
+		if !ok {
+			t.Errorf("functions/%s is not one of lambdaapp.Functions", f.dir)
+			continue
 		}
 		set := map[string]bool{}
 		for k := range genv {
@@ -168,7 +163,7 @@ func TestEveryEnvVarAFunctionReadsIsSet(t *testing.T) {
 				set[k] = true
 			}
 		}
-		for _, v := range lambdaapp.Vars(senders) {
+		for _, v := range lambdaapp.Vars(fn) {
 			if !set[v] {
 				t.Errorf("%s reads %s, which the template does not set", f.name, v)
 			}
@@ -241,4 +236,18 @@ func anyStrings(v any) []string {
 		return out
 	}
 	return nil
+}
+
+// lambdaFunction finds the lambdaapp.Function a folder's main.go runs.
+func lambdaFunction(dir string) (lambdaapp.Function, bool) {
+	src, err := os.ReadFile(filepath.Join(root, "functions", dir, "main.go"))
+	if err != nil {
+		return lambdaapp.Function{}, false
+	}
+	for _, fn := range lambdaapp.Functions {
+		if fn.Name == dir && strings.Contains(string(src), "lambdaapp.Main(lambdaapp."+strings.ToUpper(dir[:1])+dir[1:]+",") {
+			return fn, true
+		}
+	}
+	return lambdaapp.Function{}, false
 }

@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +41,9 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		binary = filepath.Join(dir, "otpguard")
-		if out, err := exec.Command("go", "build", "-o", binary, "github.com/otpguard/otpguard/cmd/otpguard").CombinedOutput(); err != nil {
+		if b := os.Getenv("E2E_BINARY"); b != "" {
+			binary = b // another build of the server: to see a regression test fail on it
+		} else if out, err := exec.Command("go", "build", "-o", binary, "github.com/otpguard/otpguard/cmd/otpguard").CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build otpguard: %v\n%s", err, out)
 			return 1
 		}
@@ -72,11 +77,12 @@ func backends() []backend {
 
 // server is one running otpguard process.
 type server struct {
-	url    string
-	outbox string
-	cmd    *exec.Cmd
-	logs   *syncBuffer
-	http   *http.Client
+	environ []string
+	url     string
+	outbox  string
+	cmd     *exec.Cmd
+	logs    *syncBuffer
+	http    *http.Client
 }
 
 type syncBuffer struct {
@@ -93,14 +99,20 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // start runs the program with REDIS_URL redisURL, an outbox file and, when
-// config is not empty, that GUARD_CONFIG document. It is stopped at the
-// end of the test. Every start has its own random key-hashing secret, so
-// its counters start empty even on a shared Redis.
-func start(t *testing.T, redisURL, config string) *server {
+// config is not empty, that GUARD_CONFIG document; extra is more
+// environment (NAME=value). It is stopped at the end of the test. Unless
+// extra sets them, every start has its own random GUARD_SECRET and
+// GUARD_SIGNING_KEY, so its counters start empty even on a shared Redis.
+func start(t *testing.T, redisURL, config string, extra ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
 	s := &server{outbox: filepath.Join(dir, "outbox.jsonl"), logs: &syncBuffer{}, http: &http.Client{Timeout: 10 * time.Second}}
-	env := append(os.Environ(), "GUARD_ADDR=127.0.0.1:0", "REDIS_URL="+redisURL, "OUTBOX_PATH="+s.outbox)
+	env := append(os.Environ(), "GUARD_ADDR=127.0.0.1:0", "OUTBOX_PATH="+s.outbox)
+	if redisURL != "" {
+		env = append(env, "REDIS_URL="+redisURL, "GUARD_SECRET="+randomSecret(), "GUARD_SIGNING_KEY="+randomSecret())
+	}
+	env = append(env, extra...)
+	s.environ = env
 	if config != "" {
 		path := filepath.Join(dir, "config.yaml")
 		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
@@ -148,6 +160,24 @@ func start(t *testing.T, redisURL, config string) *server {
 		t.Fatalf("otpguard did not start; its logs:\n%s", s.logs.String())
 	}
 	return s
+}
+
+// env returns the value the server was started with for name.
+func (s *server) env(name string) string {
+	for _, kv := range slices.Backward(s.environ) {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// randomSecret is 32 random bytes in base64: a GUARD_SECRET, or a
+// GUARD_SIGNING_KEY seed.
+func randomSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 // reply is an HTTP answer, its body decoded.

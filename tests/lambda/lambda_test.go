@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/guard/apigw"
+	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/awsfake"
 	"github.com/otpguard/otpguard/internal/redistest"
 )
@@ -138,6 +138,18 @@ var samples = map[string]struct {
 		}
 	}},
 	"health.json": {"health", 200, func(t *testing.T, b map[string]any) { eq(t, b["status"], "ok") }},
+	"login.json": {"login", 200, func(t *testing.T, b map[string]any) {
+		eq(t, b["status"], "authenticated")
+		res, _ := b["authenticationResult"].(map[string]any)
+		eq(t, res["accessToken"], "access-ann@example.com")
+	}},
+	"signup.json": {"signup", 202, func(t *testing.T, b map[string]any) { eq(t, b["status"], "pending") }},
+	"decisions.json": {"backend", 200, func(t *testing.T, b map[string]any) {
+		eq(t, b["allowed"], true)
+		if rules, _ := b["rules"].([]any); len(rules) == 0 {
+			t.Errorf("no rules in the decision: %v", b)
+		}
+	}},
 }
 
 func eq(t *testing.T, got, want any) {
@@ -179,6 +191,13 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 	aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
 	aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
 	aws.SetParameter("/otpguard/config", "otp: {ttl: 5m}\n")
+	aws.SetSecret("otpguard/redis", "redis-password-for-the-test")
+	aws.SetUser("ann@example.com", awsfake.User{Password: "correct horse battery staple", Confirmed: true})
+	if err := rdb.ConfigSet(context.Background(), "requirepass", "redis-password-for-the-test").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb = redis.NewClient(&redis.Options{Addr: rs.Addr, Password: "redis-password-for-the-test"})
+	defer rdb.Close()
 
 	for file, s := range samples {
 		t.Run(s.fn, func(t *testing.T) {
@@ -199,9 +218,10 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 				"AWS_LAMBDA_FUNCTION_NAME=otpguard-" + s.fn, "AWS_LAMBDA_FUNCTION_VERSION=$LATEST", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
 				"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret", "AWS_SESSION_TOKEN=token",
 				"AWS_ENDPOINT_URL=" + aws.URL,
-				"REDIS_URL=redis://" + rs.Addr, "GUARD_CONFIG_PARAM=/otpguard/config",
+				"REDIS_URL=redis://" + rs.Addr, "REDIS_PASSWORD_SECRET_ID=otpguard/redis", "GUARD_CONFIG_PARAM=/otpguard/config",
 				"GUARD_HASH_SECRET_ID=otpguard/hash", "GUARD_SIGNING_SECRET_ID=otpguard/signing",
 				"SES_FROM=no-reply@otpguard.example", "SMS_SENDER_ID=OTPGUARD",
+				"AUTH=cognito", "COGNITO_USER_POOL_ID=us-east-1_test", "COGNITO_CLIENT_ID=testclient",
 			}
 			began := time.Now()
 			if err := cmd.Start(); err != nil {
@@ -232,9 +252,15 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 			// The warm second invoke reuses the container's clients: no new
 			// Redis connection, no new secret or parameter fetch.
 			second := api.invoke(t, "req-2", event)
-			if s.fn == "send" {
+			switch s.fn {
+			case "send":
 				checkAnswer(t, second, 202, nil) // the default allows 2 a minute
-			} else {
+			case "backend":
+				if toHeader(second.Headers).Get("RateLimit") == "" || toHeader(second.Headers).Get("RateLimit-Policy") == "" {
+					t.Errorf("no RateLimit header: %v", second.Headers)
+				}
+				checkAnswer(t, second, s.status, s.check)
+			default:
 				checkAnswer(t, second, s.status, s.check)
 			}
 			if got := connectionsReceived(t, rdb); got != conns {
@@ -242,15 +268,20 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 			}
 			newCalls := aws.Calls()[calls:]
 			for _, c := range newCalls {
-				if c != "sesv2:SendEmail" {
+				if c != "sesv2:SendEmail" && !strings.HasPrefix(c, "cognito-idp:") {
 					t.Errorf("the warm invoke called %s again", c)
 				}
 			}
 
-			logs := stderr.String()
-			guarded := s.fn == "send" || s.fn == "verify"
+			guarded := s.fn != "jwks" && s.fn != "health"
+			// The decision record of the second invoke is written as it
+			// ends: wait for the process's output to reach the test.
+			logs := waitFor(&stderr, `"requestId":"req-2"`)
 			if guarded && !strings.Contains(logs, `"requestId":"req-2"`) {
 				t.Errorf("no decision record with the Lambda request id in the logs:\n%s", logs)
+			}
+			if s.fn == "login" && strings.Contains(logs, "correct horse") {
+				t.Error("the password is in the function's logs")
 			}
 			if s.fn == "send" {
 				emails := aws.Emails()
@@ -267,11 +298,28 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 					t.Error("the address is in the function's logs")
 				}
 			}
-			if guarded && !strings.Contains(stdout.String(), `"CloudWatchMetrics"`) {
+			if guarded && !strings.Contains(waitFor(&stdout, `"CloudWatchMetrics"`), `"CloudWatchMetrics"`) {
 				t.Errorf("no EMF metrics on stdout:\n%s", stdout.String())
 			}
 		})
 	}
+}
+
+func toHeader(m map[string]string) http.Header {
+	h := http.Header{}
+	for k, v := range m {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// waitFor returns b's text once it holds want, or after 3 seconds.
+func waitFor(b *syncBuffer, want string) string {
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(b.String(), want) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return b.String()
 }
 
 func checkAnswer(t *testing.T, resp events.APIGatewayV2HTTPResponse, status int, check func(*testing.T, map[string]any)) {

@@ -1,0 +1,141 @@
+// Package app is otpguard's one composition root. From typed settings it
+// builds store → guard → codes → signer → API, for the local server
+// (cmd/otpguard) and for every Lambda function (internal/lambdaapp), so
+// what `make run` serves is what Lambda runs. Environment variables are
+// read by the callers and passed in.
+//
+// The App is an http.Handler whose configuration and signing keys can be
+// replaced while it serves ([App.Reload]): the store, its connections, the
+// in-process backstop and the sender stay.
+package app
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/otp"
+	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/token"
+)
+
+// Settings is everything the App is built from.
+type Settings struct {
+	// Redis is the store's client: redisstore.NewClient's, or the
+	// embedded server's.
+	Redis redis.UniversalClient
+	// Secret keys every hash of an identifier or a code (≥ 16 bytes).
+	Secret []byte
+	// Senders builds the message sender on the store (for pacing), or
+	// is nil in the functions that send nothing.
+	Senders func(guard.Store) (api.Sender, error)
+	// Auth fronts login and signup; nil answers them 503.
+	Auth api.Authenticator
+	// Admin authorizes the internal routes; nil refuses everyone.
+	Admin func(*http.Request) bool
+	// Health reports whether the store answers; default PING.
+	Health func(context.Context) error
+	Log    *slog.Logger
+	// Observer is told every decision (the EMF metrics), or nil.
+	Observer api.Observer
+	// PreloadTimeout bounds loading the Redis library at start-up. A
+	// Redis that is not there yet is no error: the store loads it on first
+	// use. Default 2s.
+	PreloadTimeout time.Duration
+}
+
+// Keys are the token keys: Signing signs, and the JWKS also serves Others
+// (the previous key and a pending one, through a rotation).
+type Keys struct {
+	Signing ed25519.PrivateKey
+	Others  []ed25519.PublicKey
+}
+
+// App is the API, ready to serve.
+type App struct {
+	s        Settings
+	store    *redisstore.Store
+	backstop *memstore.Store
+	sender   api.Sender
+	server   atomic.Pointer[api.Server]
+	config   atomic.Pointer[guard.Config]
+}
+
+// New builds the App with a first configuration and keys.
+func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, error) {
+	if s.Redis == nil {
+		return nil, errors.New("app: no Redis client")
+	}
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
+	if s.PreloadTimeout == 0 {
+		s.PreloadTimeout = 2 * time.Second
+	}
+	a := &App{s: s, store: redisstore.New(s.Redis, redisstore.Options{Log: s.Log}), backstop: memstore.New(nil)}
+	if a.s.Health == nil {
+		a.s.Health = a.ping
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.PreloadTimeout)
+	defer cancel()
+	if err := a.store.Preload(pctx); err != nil {
+		s.Log.Warn("redis not reachable at start-up; the store will load its library on first use", "err", err)
+	}
+	if s.Senders != nil {
+		var err error
+		if a.sender, err = s.Senders(a.store); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.Reload(cfg, keys); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Reload replaces the configuration and keys. On an error the App keeps
+// serving what it had.
+func (a *App) Reload(cfg guard.Config, keys Keys) error {
+	g, err := guard.New(cfg, a.store, guard.Options{Secret: a.s.Secret, Backstop: a.backstop})
+	if err != nil {
+		return err
+	}
+	codes, err := otp.New(cfg, redisstore.NewCodes(a.s.Redis), a.s.Secret)
+	if err != nil {
+		return err
+	}
+	signer, err := token.NewSigner(keys.Signing, cfg.Token.Issuer, cfg.Token.TTL, keys.Others...)
+	if err != nil {
+		return err
+	}
+	srv, err := api.NewServer(api.Deps{
+		Config: cfg, Guard: g, Codes: codes, Tokens: signer, Sender: a.sender, Auth: a.s.Auth, Admin: a.s.Admin,
+		Health: a.s.Health, Log: a.s.Log, Observer: a.s.Observer,
+	})
+	if err != nil {
+		return err
+	}
+	a.server.Store(srv)
+	a.config.Store(&cfg)
+	return nil
+}
+
+// ServeHTTP implements http.Handler.
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.server.Load().ServeHTTP(w, r) }
+
+// Config returns the configuration in force.
+func (a *App) Config() guard.Config { return *a.config.Load() }
+
+// Store returns the Redis store (pacers share it).
+func (a *App) Store() *redisstore.Store { return a.store }
+
+func (a *App) ping(ctx context.Context) error { return a.s.Redis.Ping(ctx).Err() }

@@ -1,0 +1,90 @@
+// Package delivery builds the send function's SES and SNS senders from
+// its environment. Only the send function links it (and so the SES and
+// SNS clients).
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sesv2"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/ses"
+	otpsns "github.com/otpguard/otpguard/guard/sns"
+)
+
+// Senders builds the send function's SES and SNS senders, each bounded by
+// PROVIDER_TIMEOUT and paced to its quota across every container through
+// Redis, waiting at most DELIVERY_MAX_WAIT for a turn.
+func Senders(getenv func(string) string, cfg aws.Config) (func(guard.Store) (api.Sender, error), error) {
+	var errs []error
+	maxWait := duration(getenv, "DELIVERY_MAX_WAIT", 2*time.Second, &errs)
+	timeout := duration(getenv, "PROVIDER_TIMEOUT", 5*time.Second, &errs)
+	var emailRate, smsRate int64
+	var email, sms api.Sender
+	{
+		emailRate = positive(getenv, "EMAIL_PER_SECOND", 1, &errs)
+		e, err := ses.New(sesv2.NewFromConfig(cfg), getenv("SES_FROM"), getenv("SES_CONFIGURATION_SET"))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SES_FROM: %w", err))
+		}
+		email = e
+	}
+	{
+		smsRate = positive(getenv, "SMS_PER_SECOND", 20, &errs)
+		sms = otpsns.New(sns.NewFromConfig(cfg), otpsns.Options{
+			SenderID: getenv("SMS_SENDER_ID"), OriginationNumber: getenv("SMS_ORIGINATION_NUMBER"), MaxPrice: getenv("SMS_MAX_PRICE"),
+		})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return func(st guard.Store) (api.Sender, error) {
+		by := api.ByChannel{}
+		for ch, s := range map[guard.Channel]struct {
+			sender api.Sender
+			name   string
+			rate   int64
+		}{guard.Email: {email, "ses", emailRate}, guard.SMS: {sms, "sms", smsRate}} {
+			if s.sender == nil {
+				continue
+			}
+			pacer, err := guard.NewPacer(st, s.name, s.rate, time.Second, time.Second)
+			if err != nil {
+				return nil, err
+			}
+			by[ch] = api.Paced(api.Timed(s.sender, timeout), pacer, maxWait)
+		}
+		return by, nil
+	}, nil
+}
+
+func positive(getenv func(string) string, name string, def int64, errs *[]error) int64 {
+	v := getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		*errs = append(*errs, fmt.Errorf("%s: want a whole number ≥ 1, got %q", name, v))
+	}
+	return n
+}
+
+func duration(getenv func(string) string, name string, def time.Duration, errs *[]error) time.Duration {
+	v := getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		*errs = append(*errs, fmt.Errorf("%s: want a duration such as 2s, got %q", name, v))
+	}
+	return d
+}
