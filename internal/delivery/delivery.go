@@ -11,7 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
@@ -38,7 +37,7 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(guard.Store) (api
 	}
 	{
 		smsRate = positive(getenv, "SMS_PER_SECOND", 20, &errs)
-		sms = otpsns.New(sns.NewFromConfig(cfg), otpsns.Options{
+		sms = otpsns.New(NewPublisher(cfg), otpsns.Options{
 			SenderID: getenv("SMS_SENDER_ID"), OriginationNumber: getenv("SMS_ORIGINATION_NUMBER"), MaxPrice: getenv("SMS_MAX_PRICE"),
 		})
 	}

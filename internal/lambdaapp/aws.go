@@ -6,52 +6,56 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
 // errNotFound: the secret version or parameter does not exist.
 var errNotFound = errors.New("not found")
 
 // secrets reads Secrets Manager (GetSecretValue).
-type secrets struct{ c *secretsmanager.Client }
+type secrets struct{ c *awsjson.Client }
 
-func newSecrets(cfg aws.Config) *secrets { return &secrets{secretsmanager.NewFromConfig(cfg)} }
+func newSecrets(cfg aws.Config) *secrets {
+	return &secrets{awsjson.New(cfg, "secretsmanager", "secretsmanager")}
+}
 
 // get returns the string of secret id at stage ("" = AWSCURRENT).
 func (s *secrets) get(ctx context.Context, id, stage string) (string, error) {
-	in := &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)}
+	in := map[string]string{"SecretId": id}
 	if stage != "" {
-		in.VersionStage = aws.String(stage)
+		in["VersionStage"] = stage
 	}
-	out, err := s.c.GetSecretValue(ctx, in)
-	var nf *smtypes.ResourceNotFoundException
-	if errors.As(err, &nf) {
+	var out struct{ SecretString *string }
+	err := s.c.Call(ctx, "GetSecretValue", in, &out)
+	if awsjson.Is(err, "ResourceNotFoundException") {
 		return "", fmt.Errorf("secret %s %s: %w", id, stage, errNotFound)
 	}
 	if err != nil {
 		return "", fmt.Errorf("secret %s: %w", id, err)
 	}
-	return aws.ToString(out.SecretString), nil
+	if out.SecretString == nil {
+		return "", fmt.Errorf("secret %s: not a string secret", id)
+	}
+	return *out.SecretString, nil
 }
 
 // parameters reads SSM Parameter Store (GetParameter).
-type parameters struct{ c *ssm.Client }
+type parameters struct{ c *awsjson.Client }
 
-func newParameters(cfg aws.Config) *parameters { return &parameters{ssm.NewFromConfig(cfg)} }
+func newParameters(cfg aws.Config) *parameters {
+	return &parameters{awsjson.New(cfg, "ssm", "AmazonSSM")}
+}
 
 // get returns the value of parameter name; found is false when it does
 // not exist.
 func (p *parameters) get(ctx context.Context, name string) (value string, found bool, err error) {
-	out, err := p.c.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
-	var nf *ssmtypes.ParameterNotFound
-	if errors.As(err, &nf) {
+	var out struct{ Parameter struct{ Value string } }
+	err = p.c.Call(ctx, "GetParameter", map[string]any{"Name": name, "WithDecryption": true}, &out)
+	if awsjson.Is(err, "ParameterNotFound") {
 		return "", false, nil
 	}
 	if err != nil {
 		return "", false, err
 	}
-	return aws.ToString(out.Parameter.Value), true, nil
+	return out.Parameter.Value, true, nil
 }

@@ -162,33 +162,42 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 	}
 	awsCfg := app.AWSConfig(getenv, env.Region)
 	sm, ssm := newSecrets(awsCfg), newParameters(awsCfg)
-	hash, err := sm.get(ctx, env.HashSecretID, "")
-	if err != nil {
-		return nil, err
-	}
-	if len(hash) < 16 {
-		return nil, fmt.Errorf("secret %s: want a string of at least 16 bytes", env.HashSecretID)
-	}
 	rt := &runtime{env: env, log: log, sm: sm, ssm: ssm, metrics: emf.New(stdout, nil, env.Stack)}
-	cfg, doc, err := rt.config(ctx)
-	if err != nil {
-		return nil, err
-	}
-	keys, keyIDs, err := rt.keys(ctx)
-	if err != nil {
+	// The secrets, the config and the Redis connection (with the library
+	// load) are independent: fetched side by side, init waits for the
+	// slowest rather than for their sum.
+	var (
+		hash, doc, keyIDs, redisURL string
+		cfg                         guard.Config
+		keys                        app.Keys
+		errs                        [4]error
+		wg                          sync.WaitGroup
+	)
+	wg.Go(func() {
+		hash, errs[0] = sm.get(ctx, env.HashSecretID, "")
+		if errs[0] == nil && len(hash) < 16 {
+			errs[0] = fmt.Errorf("secret %s: want a string of at least 16 bytes", env.HashSecretID)
+		}
+	})
+	wg.Go(func() { cfg, doc, errs[1] = rt.config(ctx) })
+	wg.Go(func() { keys, keyIDs, errs[2] = rt.keys(ctx) })
+	wg.Go(func() {
+		redisURL = env.RedisURL
+		if env.RedisSecretID != "" {
+			var pass string
+			if pass, errs[3] = sm.get(ctx, env.RedisSecretID, ""); errs[3] != nil {
+				return
+			}
+			if redisURL, errs[3] = withPassword(redisURL, pass); errs[3] != nil {
+				errs[3] = fmt.Errorf("REDIS_URL: %w", errs[3])
+			}
+		}
+	})
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
 	rt.doc, rt.keyIDs = doc, keyIDs
-	redisURL := env.RedisURL
-	if env.RedisSecretID != "" {
-		pass, err := sm.get(ctx, env.RedisSecretID, "")
-		if err != nil {
-			return nil, err
-		}
-		if redisURL, err = withPassword(redisURL, pass); err != nil {
-			return nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-	}
 	rdb, err := redisstore.NewClient(redisURL)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
@@ -303,31 +312,37 @@ func (rt *runtime) config(ctx context.Context) (guard.Config, string, error) {
 // which backends should learn first) are in the JWKS too.
 func (rt *runtime) keys(ctx context.Context) (app.Keys, string, error) {
 	id := rt.env.SigningSecretID
-	cur, err := rt.sm.get(ctx, id, "AWSCURRENT")
-	if err != nil {
-		return app.Keys{}, "", err
+	stages := []string{"AWSCURRENT", "AWSPREVIOUS", "AWSPENDING"}
+	var vals [3]string
+	var errs [3]error
+	var wg sync.WaitGroup
+	for i, stage := range stages {
+		wg.Go(func() { vals[i], errs[i] = rt.sm.get(ctx, id, stage) })
 	}
-	key, err := KeyFromSecret(cur)
+	wg.Wait()
+	if errs[0] != nil {
+		return app.Keys{}, "", errs[0]
+	}
+	key, err := KeyFromSecret(vals[0])
 	if err != nil {
 		return app.Keys{}, "", fmt.Errorf("signing secret %s: %w", id, err)
 	}
 	keys := app.Keys{Signing: key}
-	ids := docID(cur)
-	for _, stage := range []string{"AWSPREVIOUS", "AWSPENDING"} {
-		v, err := rt.sm.get(ctx, id, stage)
-		if errors.Is(err, errNotFound) {
+	ids := docID(vals[0])
+	for i := 1; i < len(stages); i++ {
+		if errors.Is(errs[i], errNotFound) {
 			continue
 		}
-		if err != nil {
-			return app.Keys{}, "", err
+		if errs[i] != nil {
+			return app.Keys{}, "", errs[i]
 		}
-		k, err := KeyFromSecret(v)
+		k, err := KeyFromSecret(vals[i])
 		if err != nil {
-			rt.log.WarnContext(ctx, "a signing key version is unreadable; it is left out of the JWKS", "stage", stage, "err", err)
+			rt.log.WarnContext(ctx, "a signing key version is unreadable; it is left out of the JWKS", "stage", stages[i], "err", err)
 			continue
 		}
 		keys.Others = append(keys.Others, k.Public().(ed25519.PublicKey))
-		ids += "," + stage + ":" + docID(v)
+		ids += "," + stages[i] + ":" + docID(vals[i])
 	}
 	return keys, ids, nil
 }

@@ -30,11 +30,13 @@ var newerProperties = regexp.MustCompile(`(?m)^      (LoggingConfig|AccessLogSet
 
 // actionsOf maps the AWS SDK service packages a function links to the IAM
 // actions its code calls through them.
-var actionsOf = map[string]string{
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager": "secretsmanager:GetSecretValue",
-	"github.com/aws/aws-sdk-go-v2/service/ssm":            "ssm:GetParameter",
-	"github.com/aws/aws-sdk-go-v2/service/sesv2":          "ses:SendEmail",
-	"github.com/aws/aws-sdk-go-v2/service/sns":            "sns:Publish",
+var actionsOf = map[string][]string{
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager": {"secretsmanager:GetSecretValue"},
+	"github.com/aws/aws-sdk-go-v2/service/ssm":            {"ssm:GetParameter"},
+	"github.com/aws/aws-sdk-go-v2/service/sesv2":          {"ses:SendEmail"},
+	"github.com/aws/aws-sdk-go-v2/service/sns":            {"sns:Publish"},
+	// lambdaapp's lean JSON 1.1 calls (internal/awsjson).
+	"github.com/otpguard/otpguard/internal/lambdaapp": {"secretsmanager:GetSecretValue", "ssm:GetParameter"},
 }
 
 type function struct {
@@ -197,7 +199,7 @@ func TestPoliciesNameOnlyTheActionsTheFunctionUses(t *testing.T) {
 		var want []string
 		for pkg, action := range actionsOf {
 			if slices.Contains(deps, pkg) {
-				want = append(want, action)
+				want = append(want, action...)
 			}
 		}
 		if slices.Contains(deps, "github.com/otpguard/otpguard/guard/outbox") {
@@ -224,6 +226,7 @@ func TestPoliciesNameOnlyTheActionsTheFunctionUses(t *testing.T) {
 		}
 		slices.Sort(want)
 		slices.Sort(got)
+		want = slices.Compact(want)
 		if !slices.Equal(slices.Compact(got), want) {
 			t.Errorf("%s: the policy allows %v; the code calls %v", f.name, got, want)
 		}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -366,3 +367,67 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// BenchmarkInit starts the verify and send bootstraps b.N times each (at
+// least 20: make bench runs -benchtime=21x) under the Runtime API and
+// reports the median time from process start to the first
+// next-invocation request: the function's own init (secrets, config,
+// Redis client, library load), as Lambda's Init Duration measures it.
+func BenchmarkInit(b *testing.B) {
+	rs, err := redistest.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rs.Close()
+	aws := awsfake.New()
+	defer aws.Close()
+	aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
+	aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
+	aws.SetParameter("/otpguard/config", "otp: {ttl: 5m}\n")
+	bin := b.TempDir()
+	for _, fn := range []string{"verify", "send"} {
+		b.Run(fn, func(b *testing.B) {
+			exe := filepath.Join(bin, fn)
+			build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", exe, "./functions/"+fn)
+			build.Dir = root
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				b.Fatalf("build %s: %v\n%s", fn, err, out)
+			}
+			var inits []time.Duration
+			b.ResetTimer()
+			for range b.N {
+				api := newRuntimeAPI()
+				cmd := exec.Command(exe)
+				var stderr syncBuffer
+				cmd.Stderr = &stderr
+				cmd.Env = []string{
+					"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"),
+					"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret",
+					"AWS_ENDPOINT_URL=" + aws.URL, "REDIS_URL=redis://" + rs.Addr, "GUARD_CONFIG_PARAM=/otpguard/config",
+					"GUARD_HASH_SECRET_ID=otpguard/hash", "GUARD_SIGNING_SECRET_ID=otpguard/signing",
+					"SES_FROM=no-reply@otpguard.example",
+				}
+				began := time.Now()
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				select {
+				case at := <-api.firstNext:
+					inits = append(inits, at.Sub(began))
+				case msg := <-api.initErr:
+					b.Fatalf("init error: %s\n%s", msg, stderr.String())
+				case <-time.After(20 * time.Second):
+					b.Fatalf("no init: %s", stderr.String())
+				}
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				api.Close()
+			}
+			b.StopTimer()
+			slices.Sort(inits)
+			b.ReportMetric(float64(inits[len(inits)/2].Microseconds())/1000, "median-init-ms")
+			b.ReportMetric(float64(inits[len(inits)-1].Microseconds())/1000, "max-init-ms")
+		})
+	}
+}

@@ -1,0 +1,44 @@
+package delivery_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/otpguard/otpguard/guard"
+	otpsns "github.com/otpguard/otpguard/guard/sns"
+	"github.com/otpguard/otpguard/internal/awsfake"
+	"github.com/otpguard/otpguard/internal/delivery"
+)
+
+func config(url string) aws.Config {
+	return aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(url),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}
+}
+
+func TestPublishIsTheSNSClientsEquivalent(t *testing.T) {
+	fake := awsfake.New()
+	defer fake.Close()
+	fake.Fail("+15005550001", "InvalidParameter")
+	fake.Fail("+15005550002", "Throttling")
+	s := otpsns.New(delivery.NewPublisher(config(fake.URL)), otpsns.Options{SenderID: "OTPGUARD", MaxPrice: "0.50"})
+	ctx := context.Background()
+	if err := s.Send(ctx, guard.Message{Channel: guard.SMS, To: "+447911123456", Text: "123456 is your code"}); err != nil {
+		t.Fatal(err)
+	}
+	sent := fake.SMS()
+	if len(sent) != 1 || sent[0].PhoneNumber != "+447911123456" || sent[0].Message != "123456 is your code" ||
+		sent[0].Attributes["AWS.SNS.SMS.SenderID"] != "OTPGUARD" || sent[0].Attributes["AWS.SNS.SMS.MaxPrice"] != "0.50" ||
+		sent[0].Attributes["AWS.SNS.SMS.SMSType"] != "Transactional" {
+		t.Errorf("published %+v", sent)
+	}
+	if err := s.Send(ctx, guard.Message{Channel: guard.SMS, To: "+15005550001", Text: "x"}); !errors.Is(err, guard.ErrUndeliverable) {
+		t.Errorf("InvalidParameter: %v, want undeliverable", err)
+	}
+	if err := s.Send(ctx, guard.Message{Channel: guard.SMS, To: "+15005550002", Text: "x"}); !errors.Is(err, guard.ErrDeliveryUnavailable) {
+		t.Errorf("Throttling: %v, want delivery unavailable", err)
+	}
+}
