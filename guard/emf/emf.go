@@ -68,13 +68,13 @@ type metadata struct {
 func (o *Observer) Observe(_ context.Context, action, outcome string, d guard.Decision) {
 	ts := o.now().UnixMilli()
 	lines := []map[string]any{{
-		"_aws":   metadata{ts, []metricDirective{{Namespace, [][]string{{"Stack", "Action", "Outcome"}}, []metric{{"Requests", "Count"}}}}},
-		"Stack":  o.stack, "Action": action, "Outcome": outcome, "Requests": 1,
+		"_aws":  metadata{ts, []metricDirective{{Namespace, [][]string{{"Stack", "Action", "Outcome"}}, []metric{{"Requests", "Count"}}}}},
+		"Stack": o.stack, "Action": action, "Outcome": outcome, "Requests": 1,
 	}}
 	for _, r := range d.Rules {
 		lines = append(lines, map[string]any{
-			"_aws":   metadata{ts, []metricDirective{{Namespace, [][]string{{"Stack", "Action", "Rule", "Outcome"}}, []metric{{"Decisions", "Count"}}}}},
-			"Stack":  o.stack, "Action": action, "Rule": r.Rule, "Outcome": RuleOutcome(r), "Decisions": 1,
+			"_aws":  metadata{ts, []metricDirective{{Namespace, [][]string{{"Stack", "Action", "Rule", "Outcome"}}, []metric{{"Decisions", "Count"}}}}},
+			"Stack": o.stack, "Action": action, "Rule": r.Rule, "Outcome": RuleOutcome(r), "Decisions": 1,
 		})
 	}
 	o.mu.Lock()

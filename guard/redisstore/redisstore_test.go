@@ -106,7 +106,9 @@ func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
 	return g
 }
 
-func newStore(rdb redisstore.Client) *redisstore.Store { return redisstore.New(rdb, redisstore.Options{}) }
+func newStore(rdb redisstore.Client) *redisstore.Store {
+	return redisstore.New(rdb, redisstore.Options{})
+}
 
 func subject(t testing.TB, email, ip string) guard.Subject {
 	t.Helper()
