@@ -289,12 +289,16 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 			op.Member = g.valueHash(r.Of, v)
 		}
 		if r.Lease != nil {
-			if left, ok := g.leases.take(r.spec.ID+tags[i], n, now); ok {
+			left, ok, refill := g.leases.take(r.spec.ID+tags[i], n, now)
+			if ok {
 				d.Rules[i] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Remaining: left, Leased: true}
 				local = append(local, i)
 				continue
 			}
-			op.Extra = max(0, r.Lease.Units-n)
+			if refill {
+				defer g.leases.done(r.spec.ID + tags[i])
+				op.Extra = max(0, r.Lease.Units-n)
+			}
 		}
 		ops, at = append(ops, op), append(at, i)
 	}
@@ -332,7 +336,7 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	if d.Allowed && d.StoreError == nil {
 		for j, i := range at {
 			if extra := d.Rules[i].taken - n; extra > 0 && ops[j].Extra > 0 {
-				g.leases.grant(rules[i].spec.ID+tags[i], extra, now.Add(d.Rules[i].ResetAfter))
+				g.leases.grant(rules[i].spec.ID+tags[i], extra, now, now.Add(d.Rules[i].ResetAfter))
 			}
 		}
 	}

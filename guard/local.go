@@ -85,6 +85,10 @@ func (c *denyCache) drop(key string) {
 type leases struct {
 	mu sync.Mutex
 	m  map[string]*lease
+	// refilling marks the keys one request is refilling from the store:
+	// the others that find the lease empty meanwhile ask for their own
+	// unit only, so a burst does not take a lease per request.
+	refilling map[string]bool
 }
 
 type lease struct {
@@ -93,15 +97,31 @@ type lease struct {
 }
 
 // take spends n leased units of key at now; it returns what is left.
-func (l *leases) take(key string, n int64, now time.Time) (int64, bool) {
+// When it cannot, refill reports whether this caller should ask the store
+// for a new lease (no other caller is doing so); it must then call done.
+func (l *leases) take(key string, n int64, now time.Time) (left int64, ok, refill bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.m[key]
 	if e == nil || !now.Before(e.until) || e.units < n {
-		return 0, false
+		if l.refilling[key] {
+			return 0, false, false
+		}
+		if l.refilling == nil {
+			l.refilling = map[string]bool{}
+		}
+		l.refilling[key] = true
+		return 0, false, true
 	}
 	e.units -= n
-	return e.units, true
+	return e.units, true, false
+}
+
+// done ends the refill of key that take handed to its caller.
+func (l *leases) done(key string) {
+	l.mu.Lock()
+	delete(l.refilling, key)
+	l.mu.Unlock()
 }
 
 // give puts back n units that take spent on a request that was denied.
@@ -115,14 +135,19 @@ func (l *leases) give(key string, n int64) {
 
 // grant adds units the store granted, valid until the end of their window
 // (less a little, so they are never spent in the next window).
-func (l *leases) grant(key string, units int64, until time.Time) {
+func (l *leases) grant(key string, units int64, now, until time.Time) {
 	const margin = 50 * time.Millisecond
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.m) > 10000 {
 		l.m = map[string]*lease{} // a bound; dropped units are under-admission only
 	}
-	l.m[key] = &lease{units: units, until: until.Add(-margin)}
+	until = until.Add(-margin)
+	if e := l.m[key]; e != nil && e.units > 0 && now.Before(e.until) && !e.until.After(until) {
+		e.units += units // same window: keep what is left
+		return
+	}
+	l.m[key] = &lease{units: units, until: until}
 }
 
 func (l *leases) drop(key string) {

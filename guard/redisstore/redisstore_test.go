@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"strings"
@@ -298,6 +300,17 @@ func TestDeniedRequestConsumesNothing(t *testing.T) {
 	})
 }
 
+// sixGroups are rules on six different keys: six hash tags, spread over
+// every master of a three-master cluster.
+const sixGroups = `
+  - {name: per-destination, action: test, key: [destination], limit: 10, window: 1h}
+  - {name: per-ip, action: test, key: [ip], limit: 1000, window: 1h, algorithm: sliding_window}
+  - {name: global, action: test, key: [global], limit: 100000, window: 1h, algorithm: token_bucket}
+  - {name: per-account, action: test, key: [account], limit: 1000, window: 1h}
+  - {name: per-net, action: test, key: [ip/56], limit: 1000, window: 1h}
+  - {name: per-pair, action: test, key: [destination, ip], limit: 1000, window: 1h}
+`
+
 // TestOneRoundTripPerNode: one script call per decision on a single node;
 // on a cluster at most one round trip per node per phase (two phases).
 func TestOneRoundTripPerNode(t *testing.T) {
@@ -306,7 +319,7 @@ func TestOneRoundTripPerNode(t *testing.T) {
 		rdb := single.Client()
 		defer rdb.Close()
 		rdb.AddHook(redistest.RoundTrips{N: &n})
-		g := newGuard(t, newStore(rdb), threeRules)
+		g := newGuard(t, newStore(rdb), sixGroups)
 		allow(t, g, request(t, "warm@example.com", "192.0.2.1")) // loads the script
 		n.Store(0)
 		for i := range 20 {
@@ -337,7 +350,7 @@ func TestOneRoundTripPerNode(t *testing.T) {
 		if err := st.Preload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		g := newGuard(t, st, threeRules)
+		g := newGuard(t, st, sixGroups)
 		for i := range 5 { // learn the slots
 			allow(t, g, request(t, fmt.Sprintf("warm%d@example.com", i), "192.0.2.1"))
 		}
@@ -358,8 +371,11 @@ func TestOneRoundTripPerNode(t *testing.T) {
 				}
 			}
 			mu.Unlock()
-			if total < 1 {
-				t.Errorf("decision %d: no round trip counted", i)
+			// Six groups on three masters: phase 1 is one call, phase 2
+			// one pipeline per master; calling the groups one by one
+			// would take six.
+			if total < 2 || total > 4 {
+				t.Errorf("decision %d: %d round trips, want 2 to 4 (one, then one per master)", i, total)
 			}
 		}
 		flush(t, rdb)
@@ -399,9 +415,16 @@ func TestEveryKeyHasATTL(t *testing.T) {
 
 func TestKeysHoldNoClearIdentifier(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		g := newGuard(t, newStore(rdb), threeRules)
+		g := newGuard(t, newStore(rdb), threeRules+`
+  - {name: per-account, action: test, key: [account], limit: 10, window: 1h}
+  - {name: accounts-per-ip, action: test, key: [ip], of: account, limit: 10, window: 1h, algorithm: distinct}
+`)
 		allow(t, g, request(t, "secret.person@example.com", "198.51.100.77"))
-		for k, v := range dump(t, rdb) {
+		keys := dump(t, rdb)
+		if len(keys) < 4 {
+			t.Fatalf("%d keys: the rules wrote less than expected: %v", len(keys), keys)
+		}
+		for k, v := range keys {
 			for _, clear := range []string{"secret", "person", "example", "198.51", "alice"} {
 				if strings.Contains(strings.ToLower(k+v), clear) {
 					t.Errorf("key %q = %q holds %q", k, v, clear)
@@ -734,13 +757,142 @@ func TestNoScriptAfterFlush(t *testing.T) {
 		g := newGuard(t, newStore(rdb), threeRules)
 		allow(t, g, request(t, "a@example.com", "192.0.2.1"))
 		ctx := context.Background()
-		if c, ok := rdb.(*redis.ClusterClient); ok {
-			_ = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() })
-		} else {
-			rdb.ScriptFlush(ctx)
+		// A node that restarted empty, or was flushed, has neither the
+		// scripts nor the FUNCTION library: the store loads them again
+		// (nothing ran, so calling again is safe).
+		flushCode := func(n redis.Cmdable) {
+			if err := n.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.FunctionFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if d := allow(t, g, request(t, "a@example.com", "192.0.2.1")); !d.Allowed || d.Rules[0].Remaining != 8 {
-			t.Fatalf("after SCRIPT FLUSH: %+v", d)
+		for i, want := range []int64{8, 7} {
+			if c, ok := rdb.(*redis.ClusterClient); ok {
+				_ = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { flushCode(n); return nil })
+			} else {
+				flushCode(rdb)
+			}
+			if d := allow(t, g, request(t, "a@example.com", "192.0.2.1")); !d.Allowed || d.Rules[0].Remaining != want {
+				t.Fatalf("after flush %d: %+v", i, d)
+			}
 		}
 	})
 }
+
+// failNth is a go-redis hook that fails the nth call (command or
+// pipeline) counted since the last reset, when armed.
+type failNth struct {
+	armed atomic.Bool
+	n     atomic.Int64
+	nth   int64
+}
+
+func (h *failNth) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failNth) fail() bool {
+	return h.armed.Load() && h.n.Add(1) == h.nth
+}
+
+func (h *failNth) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "hello" && cmd.Name() != "client" && h.fail() {
+			err := errors.New("injected: connection reset")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failNth) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() != "hello" && h.fail() {
+			err := errors.New("injected: connection reset")
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestClusterRefund: on a cluster, a request the most selective rule
+// admits (phase 1) and another rule denies (phase 2) gives back what
+// phase 1 took. A blocked IP hammering a victim's address leaves the
+// victim's budget untouched; when the refund itself fails, the denial
+// stands (even under onStoreError: allow) and the failure is logged.
+func TestClusterRefund(t *testing.T) {
+	rules := `
+  - {name: per-destination, action: test, key: [destination], limit: 5, window: 1h, onStoreError: allow}
+  - {name: per-ip, action: test, key: [ip], limit: 10, window: 1h, onStoreError: allow}
+`
+	hook := &failNth{nth: 3}
+	var logs syncBuffer
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		NewClient: func(opt *redis.Options) *redis.Client {
+			c := redis.NewClient(opt)
+			c.AddHook(hook)
+			return c
+		}})
+	defer rdb.Close()
+	st := redisstore.New(rdb, redisstore.Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	g := newGuard(t, st, rules)
+	ctx := context.Background()
+	// Block the attacker's IP: 10 sends to 10 other addresses.
+	for i := range 10 {
+		allow(t, g, request(t, fmt.Sprintf("other%d@example.com", i), "203.0.113.66"))
+	}
+	attack := request(t, "victim@example.com", "203.0.113.66")
+	for range 20 {
+		if d := allow(t, g, attack); d.Allowed || d.DeniedBy != "per-ip" {
+			t.Fatalf("the blocked IP got %+v", d)
+		}
+	}
+	// The victim's budget is whole: 5 sends from their own IP.
+	victim := request(t, "victim@example.com", "198.51.100.5")
+	st2, err := g.Status(ctx, "destination", victim.Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st2) == 0 || st2[0].Remaining != 5 {
+		t.Fatalf("after 20 refused attacks, the victim's per-destination status is %+v, want 5 remaining", st2)
+	}
+
+	// Now the refund fails: call 1 is phase 1 (destination), call 2 phase
+	// 2 (ip, denies), call 3 the refund.
+	hook.n.Store(0)
+	hook.armed.Store(true)
+	d, err := g.Allow(ctx, attack)
+	hook.armed.Store(false)
+	if err != nil || d.Allowed || d.StoreError != nil || d.DeniedBy != "per-ip" {
+		t.Fatalf("with the refund failing: %+v, %v; want the per-ip denial to stand", d, err)
+	}
+	if hook.n.Load() < 3 {
+		t.Fatalf("only %d calls: no refund was attempted", hook.n.Load())
+	}
+	if !strings.Contains(logs.String(), "refund after a cluster denial failed") {
+		t.Errorf("the failed refund is not logged: %q", logs.String())
+	}
+	// The unit stays taken (errs towards denying): 4 left.
+	st2, err = g.Status(ctx, "destination", victim.Subject)
+	if err != nil || len(st2) == 0 || st2[0].Remaining != 4 {
+		t.Fatalf("after the failed refund: %+v, %v; want 4 remaining", st2, err)
+	}
+	flush(t, rdb)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
