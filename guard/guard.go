@@ -130,6 +130,10 @@ type Options struct {
 	// leases, which measure only durations the store reported. Default
 	// time.Now. Rule windows always run on the store's clock.
 	Clock func() time.Time
+	// StoreClock, when set, learns the store's time from its answers;
+	// give the Backstop its Now (memstore.New(clock.Now)) so that both
+	// count in the same time.
+	StoreClock *StoreClock
 }
 
 // Guard evaluates the configured rules of an action against a Store.
@@ -147,6 +151,7 @@ type Guard struct {
 	global   string    // the tag of the global dimension, hashed once
 	cache    *denyCache
 	leases   *leases
+	storeClk *StoreClock
 }
 
 // rule is a Rule with what every decision needs computed once.
@@ -179,6 +184,7 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		byAction: map[string][]*rule{},
 		clock:    opts.Clock,
 		leases:   &leases{m: map[string]*lease{}},
+		storeClk: opts.StoreClock,
 	}
 	g.macs.New = func() any { return hmac.New(sha256.New, g.secret) }
 	if cfg.Store.DenyCache.TTL > 0 {
@@ -303,15 +309,32 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 		ops, at = append(ops, op), append(at, i)
 	}
 	if len(ops) > 0 {
+		// The backstop counts first, for the rules that fall back on it
+		// (onStoreError: allow): when the store then fails, its answer
+		// is already there and counts everything this process admitted,
+		// so a slow or failing Redis never buys an attacker a fresh
+		// budget, even for requests in flight together.
+		pre := g.shadow(ctx, rules, at, ops)
 		res, err := g.do(ctx, g.store, ops)
 		if err != nil {
 			d.StoreError = err
-			res = g.fallback(ctx, rules, at, ops)
+			res = pre.fallback(rules, at, len(ops))
+		}
+		defer pre.settle(ctx, g, &d, res, err)
+		veto := -1
+		if err == nil {
+			if g.storeClk != nil && len(res) > 0 {
+				g.storeClk.observe(res[0].Now)
+			}
+			veto = pre.veto(rules, at, res)
+			if veto >= 0 {
+				g.refundStore(ctx, ops, res)
+			}
 		}
 		for j, i := range at {
 			d.Rules[i] = rules[i].result(res[j], ops[j].Member)
 			d.Rules[i].StoreError = err != nil
-			d.Rules[i].Backstop = err != nil && rules[i].allow
+			d.Rules[i].Backstop = (err != nil && rules[i].allow) || j == veto
 			if d.At.IsZero() {
 				d.At = res[j].Now
 			}
@@ -370,33 +393,103 @@ func (g *Guard) cached(rules []*rule, i int, res Result) Decision {
 	return d
 }
 
-// fallback decides while the store fails: rules with onStoreError deny
-// deny; rules with allow go to the in-process backstop, which limits each
-// process on its own.
-func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op) []OpResult {
-	res := make([]OpResult, len(ops))
-	var idx []int
-	var back []Op
+// shadowed is what the backstop took for a decision, before the store
+// was asked.
+type shadowed struct {
+	ops []Op
+	idx []int // the decision's op of each
+	res []OpResult
+	err error
+}
+
+// shadow takes, in the backstop, the ops of the rules that fall back on
+// it.
+func (g *Guard) shadow(ctx context.Context, rules []*rule, at []int, ops []Op) *shadowed {
+	sh := &shadowed{}
 	for j, i := range at {
 		if rules[i].allow {
 			op := ops[j]
 			op.Extra = 0
-			idx, back = append(idx, j), append(back, op)
-		} else {
-			res[j] = OpResult{Allowed: false, RetryAfter: time.Second}
+			sh.ops, sh.idx = append(sh.ops, op), append(sh.idx, j)
 		}
 	}
-	if len(back) > 0 {
-		br, err := g.do(ctx, g.backstop, back)
-		for k, j := range idx {
-			if err != nil {
-				res[j] = OpResult{Allowed: false, RetryAfter: time.Second}
-			} else {
-				res[j] = br[k]
-			}
+	if len(sh.ops) > 0 {
+		sh.res, sh.err = g.do(ctx, g.backstop, sh.ops)
+	}
+	return sh
+}
+
+// fallback is the decision's results when the store failed: the
+// backstop's for the rules that allow it, a denial for the others.
+func (sh *shadowed) fallback(rules []*rule, at []int, n int) []OpResult {
+	res := make([]OpResult, n)
+	for j := range res {
+		res[j] = OpResult{Allowed: false, RetryAfter: time.Second}
+	}
+	if sh.err == nil {
+		for k, j := range sh.idx {
+			res[j] = sh.res[k]
 		}
 	}
 	return res
+}
+
+// veto finds an enforcing rule that the store admitted and the backstop
+// denied: this process alone has already admitted its limit (counted
+// while the store was failing, or by requests whose store calls timed
+// out), so the request is denied as if the store had, and the op's result
+// becomes the backstop's. -1 when none.
+func (sh *shadowed) veto(rules []*rule, at []int, res []OpResult) int {
+	if sh.err != nil {
+		return -1
+	}
+	for k, j := range sh.idx {
+		b := sh.res[k]
+		if res[j].Allowed && !res[j].Skipped && !b.Allowed && !b.Skipped && rules[at[j]].spec.Enforce {
+			res[j] = b
+			return j
+		}
+	}
+	return -1
+}
+
+// refundStore gives back what the store took for a decision vetoed
+// after it answered. A failed refund errs towards denying.
+func (g *Guard) refundStore(ctx context.Context, ops []Op, res []OpResult) {
+	var back []Op
+	for j, op := range ops {
+		if op.Kind == Take && res[j].Taken > 0 {
+			r := op
+			r.Kind, r.Cost, r.Extra, r.At = Refund, res[j].Taken, 0, res[j].Now
+			back = append(back, r)
+			res[j].Taken = 0
+		}
+	}
+	if len(back) > 0 {
+		_, _ = g.do(ctx, g.store, back)
+	}
+}
+
+// settle gives back to the backstop what it took for a request that was
+// not admitted (or that the store did not count for that rule), so that
+// it mirrors the store.
+func (sh *shadowed) settle(ctx context.Context, g *Guard, d *Decision, res []OpResult, storeErr error) {
+	if sh.err != nil || len(sh.ops) == 0 {
+		return
+	}
+	var back []Op
+	for k, j := range sh.idx {
+		took := sh.res[k].Taken
+		counted := d.Allowed && (storeErr != nil || (res[j].Allowed && !res[j].Skipped))
+		if took > 0 && !counted {
+			op := sh.ops[k]
+			op.Kind, op.Cost, op.At = Refund, took, sh.res[k].Now
+			back = append(back, op)
+		}
+	}
+	if len(back) > 0 {
+		_, _ = g.do(ctx, g.backstop, back)
+	}
 }
 
 // Settle reports how an attempt that d admitted ended, to the
@@ -455,13 +548,31 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	store := g.store
 	if d.StoreError != nil {
-		store = g.backstop // the attempt was admitted there
+		// The attempt was admitted by the backstop alone.
+		res, err := g.do(ctx, g.backstop, ops)
+		if err != nil {
+			return nil, fmt.Errorf("settle %s outcome: %w", req.Action, err)
+		}
+		out := make([]Result, len(settled))
+		for i, r := range settled {
+			out[i] = r.result(res[i], "")
+		}
+		return out, nil
 	}
-	res, err := g.do(ctx, store, ops)
+	res, err := g.do(ctx, g.store, ops)
 	if err != nil {
 		return nil, fmt.Errorf("settle %s outcome: %w", req.Action, err)
+	}
+	// The backstop mirrors the store for the rules that fall back on it.
+	var back []Op
+	for i, r := range settled {
+		if r.allow {
+			back = append(back, ops[i])
+		}
+	}
+	if len(back) > 0 {
+		_, _ = g.do(ctx, g.backstop, back)
 	}
 	out := make([]Result, len(settled))
 	for i, r := range settled {

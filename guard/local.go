@@ -2,6 +2,7 @@ package guard
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -154,4 +155,24 @@ func (l *leases) drop(key string) {
 	l.mu.Lock()
 	delete(l.m, key)
 	l.mu.Unlock()
+}
+
+// StoreClock is the store's time as this process last learnt it (every
+// store answer carries it), advanced by the process's clock since: the
+// in-process backstop counts in it, so that its windows and lockouts
+// agree with the store's however the container's clock is set.
+type StoreClock struct {
+	offset atomic.Int64 // store time minus process time, ns
+}
+
+// Now is the store's time, estimated.
+func (c *StoreClock) Now() time.Time {
+	return time.Now().Add(time.Duration(c.offset.Load()))
+}
+
+// observe notes a time the store answered.
+func (c *StoreClock) observe(t time.Time) {
+	if !t.IsZero() {
+		c.offset.Store(int64(t.Sub(time.Now())))
+	}
 }

@@ -108,6 +108,21 @@ func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
 	return g
 }
 
+// newGuardAt is newGuard whose backstop keeps the fixed clock's time, as
+// the store does.
+func newGuardAt(t testing.TB, st guard.Store, c *fixedClock, yamlRules string) *guard.Guard {
+	t.Helper()
+	cfg, err := guard.ParseConfig([]byte("store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: memstore.New(func() time.Time { return c.now })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func newStore(rdb redisstore.Client) *redisstore.Store {
 	return redisstore.New(rdb, redisstore.Options{})
 }
@@ -595,7 +610,7 @@ func TestAlgorithmsAtFixedInstants(t *testing.T) {
 
 func TestProgressiveLockout(t *testing.T) {
 	clock, mem := newFixedClock(t)
-	g := newGuard(t, mem, `  - {name: login, action: login, key: [account, ip], count: failures, limit: 3, window: 15m, resetOnSuccess: true,
+	g := newGuardAt(t, mem, clock, `  - {name: login, action: login, key: [account, ip], count: failures, limit: 3, window: 15m, resetOnSuccess: true,
       lockout: {initial: 1m, factor: 2, max: 3m}}`)
 	req := guard.Request{Action: "login", Subject: subject(t, "x@example.com", "192.0.2.1")}
 	ctx := context.Background()

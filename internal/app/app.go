@@ -65,6 +65,7 @@ type App struct {
 	s        Settings
 	store    *redisstore.Store
 	backstop *memstore.Store
+	clock    *guard.StoreClock
 	sender   api.Sender
 	server   atomic.Pointer[api.Server]
 	config   atomic.Pointer[guard.Config]
@@ -81,7 +82,8 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 	if s.PreloadTimeout == 0 {
 		s.PreloadTimeout = 2 * time.Second
 	}
-	a := &App{s: s, store: redisstore.New(s.Redis, redisstore.Options{Log: s.Log}), backstop: memstore.New(nil)}
+	a := &App{s: s, store: redisstore.New(s.Redis, redisstore.Options{Log: s.Log}), clock: &guard.StoreClock{}}
+	a.backstop = memstore.New(a.clock.Now)
 	if a.s.Health == nil {
 		a.s.Health = a.ping
 	}
@@ -105,7 +107,7 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 // Reload replaces the configuration and keys. On an error the App keeps
 // serving what it had.
 func (a *App) Reload(cfg guard.Config, keys Keys) error {
-	g, err := guard.New(cfg, a.store, guard.Options{Secret: a.s.Secret, Backstop: a.backstop})
+	g, err := guard.New(cfg, a.store, guard.Options{Secret: a.s.Secret, Backstop: a.backstop, StoreClock: a.clock})
 	if err != nil {
 		return err
 	}
