@@ -19,14 +19,14 @@ LAMBDA_GOARCH ?= arm64
 LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags='-s -w -buildid='
 ARTIFACTS_DIR ?= dist
 
-.PHONY: run test bench lint vet redis-server build $(addprefix build-,$(FUNCTIONS))
+.PHONY: run test bench lint vet redis-server cognito-local build $(addprefix build-,$(FUNCTIONS))
 
 ## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
 	$(GO) run ./cmd/otpguard
 
 ## test: vet, staticcheck and every test, against real redis-server and Redis Cluster
-test: redis-server vet lint
+test: redis-server cognito-local vet lint
 	$(GO) test -race -count=1 ./...
 	cd tests/bench && $(GO) vet ./...
 
@@ -40,6 +40,13 @@ lint:
 ## bench: otpguard against go-redis/redis_rate on one local redis-server
 bench: redis-server
 	cd tests/bench && $(GO) run . -duration 3s -rounds 3
+
+## cognito-local: the local Cognito user-pool API the e2e tests front (npm, pinned by package-lock.json)
+cognito-local: tests/e2e/cognito/node_modules/.bin/cognito-local
+tests/e2e/cognito/node_modules/.bin/cognito-local: tests/e2e/cognito/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm is needed for cognito-local (apt-get install nodejs npm)" >&2; exit 1; }
+	cd tests/e2e/cognito && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 ## redis-server: install Debian's redis-server (and redis-cli) when missing
 redis-server:

@@ -105,37 +105,41 @@ func (a *Authenticator) SignUp(ctx context.Context, s guard.SignUp) error {
 		ClientId: aws.String(a.clientID), Username: aws.String(s.Email), Password: aws.String(s.Password),
 		SecretHash: a.secretHash(s.Email), UserAttributes: attrs,
 	})
-	var exists *types.UsernameExistsException
-	var delivery *types.CodeDeliveryFailureException
-	var badPassword *types.InvalidPasswordException
-	var badParam *types.InvalidParameterException
+	code := ""
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
 	switch {
-	case err == nil, errors.As(err, &exists), errors.As(err, &delivery):
+	case err == nil, code == "UsernameExistsException", code == "CodeDeliveryFailureException":
 		// A registered address answers as a new one. A code Cognito could
 		// not deliver leaves a user who asks for another.
 		return nil
-	case errors.As(err, &badPassword):
+	case code == "InvalidPasswordException":
 		return fmt.Errorf("%w: the password does not meet the user pool's policy", guard.ErrRejected)
-	case errors.As(err, &badParam):
+	case code == "InvalidParameterException":
 		return fmt.Errorf("%w: the user pool refuses an attribute", guard.ErrRejected)
 	}
 	return classify(err)
 }
 
-// classify maps a Cognito error to the authenticator outcomes.
+// classify maps a Cognito error to the authenticator outcomes, by error
+// code (the typed errors of the SDK, or an emulator's generic ones).
 func classify(err error) error {
-	var notAuthorized *types.NotAuthorizedException
-	var notFound *types.UserNotFoundException
-	var notConfirmed *types.UserNotConfirmedException
-	var reset *types.PasswordResetRequiredException
-	switch {
-	case errors.As(err, &notAuthorized), errors.As(err, &notFound), errors.As(err, &notConfirmed), errors.As(err, &reset):
-		return guard.ErrInvalidCredentials
-	}
 	code := "network"
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
-		code = ae.ErrorCode() // TooManyRequests, LimitExceeded, InternalError, a misconfigured client...
+		code = ae.ErrorCode()
 	}
+	switch code {
+	case "NotAuthorizedException", "UserNotFoundException", "UserNotConfirmedException", "PasswordResetRequiredException",
+		// Cognito answers a wrong password with NotAuthorized; emulators
+		// (cognito-local) with InvalidPassword, which on InitiateAuth can
+		// mean nothing else.
+		"InvalidPasswordException":
+		return guard.ErrInvalidCredentials
+	}
+	// TooManyRequests, LimitExceeded, InternalError, a misconfigured
+	// client, the network: the authenticator, not the user.
 	return fmt.Errorf("%w: cognito: %s: %w", guard.ErrAuthUnavailable, code, err)
 }
