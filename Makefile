@@ -37,9 +37,13 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	cd tests/bench && $(GO) run $(STATICCHECK) ./...
 
-## bench: otpguard against go-redis/redis_rate on one local redis-server
+## bench: otpguard side by side with redis_rate, ulule/limiter, throttled and a raw Lua floor on
+## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases); then the
+## client's allocations per decision and the Lambda bootstraps' init time (median of 21 starts)
 bench: redis-server
 	cd tests/bench && $(GO) run . -duration 3s -rounds 3
+	$(GO) test -run '^$$' -bench Allow -benchmem ./guard/redisstore
+	$(GO) test -run '^$$' -bench Init -benchtime 21x ./tests/lambda
 
 ## cognito-local: the local Cognito user-pool API the e2e tests front (npm, pinned by package-lock.json)
 cognito-local: tests/e2e/cognito/node_modules/.bin/cognito-local

@@ -12,7 +12,10 @@
 -- an integer (formatted with %d: tostring would round 16 digits), and every
 -- key gets its TTL in the same call that writes it.
 
-local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+-- The standard libraries are not reachable while a FUNCTION library loads
+-- (Redis 7.0): these are bound on the first call (once per library load,
+-- or once per EVALSHA call).
+local floor, ceil, max, min
 
 local now -- the call's TIME, in microseconds
 
@@ -32,6 +35,7 @@ local function mod(a, b)
 end
 
 local function clock()
+  if not floor then floor, ceil, max, min = math.floor, math.ceil, math.max, math.min end
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
@@ -558,6 +562,9 @@ local function code_check(keys, args)
   return {2, now}
 end
 
-local entries = {batch = batch, code_put = code_put, code_check = code_check}
-if ENTRY then return entries[ENTRY](KEYS, ARGV) end
-for name, f in pairs(entries) do redis.register_function(VERSION .. '_' .. name, f) end
+if ENTRY == 'batch' then return batch(KEYS, ARGV) end
+if ENTRY == 'code_put' then return code_put(KEYS, ARGV) end
+if ENTRY == 'code_check' then return code_check(KEYS, ARGV) end
+redis.register_function(VERSION .. '_batch', batch)
+redis.register_function(VERSION .. '_code_put', code_put)
+redis.register_function(VERSION .. '_code_check', code_check)

@@ -77,7 +77,7 @@ func (s *Store) Preload(ctx context.Context) error {
 
 // Functions reports whether the library runs as a FUNCTION library
 // (false: EVALSHA scripts, or not loaded yet).
-func (s *Store) Functions() bool { return lib.mode.Load() == modeFunctions }
+func (s *Store) Functions() bool { return modeOf(s.rdb).Load() == modeFunctions }
 
 // group is the ops of one hash tag and their places in the batch.
 type group struct {
@@ -224,7 +224,8 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 		}
 		return []any{v}, nil
 	}
-	if lib.mode.Load() == modeUnknown {
+	mode := modeOf(s.rdb)
+	if mode.Load() == modeUnknown {
 		if err := lib.load(ctx, s.rdb); err != nil {
 			return nil, storeErr(fmt.Errorf("load the otpguard library: %w", err))
 		}
@@ -239,7 +240,7 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 		p := s.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(todo))
 		for i, g := range todo {
-			cmds[i] = lib.cmd(ctx, p, entryBatch, g.keys, g.args)
+			cmds[i] = lib.cmd(ctx, mode, p, entryBatch, g.keys, g.args)
 		}
 		_, _ = p.Exec(ctx) // each command carries its own error
 		var again []*group

@@ -80,7 +80,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient
 	}
 }
 
-func flush(t *testing.T, rdb redis.UniversalClient) {
+func flush(t testing.TB, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	var err error
 	if c, ok := rdb.(*redis.ClusterClient); ok {
@@ -911,3 +911,30 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestRealRedisRunsTheFunctionLibrary: a Redis 7 server runs the library
+// as FUNCTIONs (built once per node), not as per-call EVALSHA scripts.
+func TestRealRedisRunsTheFunctionLibrary(t *testing.T) {
+	rdb := single.Client()
+	defer rdb.Close()
+	st := newStore(rdb)
+	if err := st.Preload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Functions() {
+		t.Fatal("redis-server 7 runs the library as scripts")
+	}
+	if err := rdb.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := newGuard(t, st, threeRules)
+	allow(t, g, request(t, "fn@example.com", "192.0.2.1"))
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "cmdstat_fcall:") || strings.Contains(info, "cmdstat_evalsha:") {
+		t.Errorf("the decision did not FCALL: %s", info)
+	}
+	flush(t, rdb)
+}

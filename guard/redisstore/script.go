@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -48,7 +49,19 @@ type library struct {
 	functions string            // the FUNCTION LOAD text
 	scripts   map[string]string // entry -> EVAL text
 	shas      map[string]string // entry -> SHA-1 of its EVAL text
-	mode      atomic.Int32
+}
+
+// modes holds, per client, how the library runs on its server(s): a
+// process may talk to a Redis 7 (functions) and an embedded miniredis
+// (scripts) at once.
+var modes sync.Map // Client -> *atomic.Int32
+
+func modeOf(c Client) *atomic.Int32 {
+	if m, ok := modes.Load(c); ok {
+		return m.(*atomic.Int32)
+	}
+	m, _ := modes.LoadOrStore(c, new(atomic.Int32))
+	return m.(*atomic.Int32)
 }
 
 func newLibrary() *library {
@@ -70,7 +83,8 @@ var lib = newLibrary()
 // cluster) and settles the mode: functions where the server has them,
 // scripts otherwise.
 func (l *library) load(ctx context.Context, c Client) error {
-	each := func(ctx context.Context, n *redis.Client) error { return l.loadNode(ctx, n) }
+	mode := modeOf(c)
+	each := func(ctx context.Context, n *redis.Client) error { return l.loadNode(ctx, n, mode) }
 	var err error
 	switch cc := c.(type) {
 	case *redis.ClusterClient:
@@ -80,24 +94,28 @@ func (l *library) load(ctx context.Context, c Client) error {
 	case *redis.Client:
 		err = each(ctx, cc)
 	default:
-		err = l.loadNode(ctx, c)
+		err = l.loadNode(ctx, c, mode)
 	}
 	return err
 }
 
-func (l *library) loadNode(ctx context.Context, c Client) error {
-	if l.mode.Load() != modeScripts {
+func (l *library) loadNode(ctx context.Context, c Client, mode *atomic.Int32) error {
+	if mode.Load() != modeScripts {
 		err := c.FunctionLoad(ctx, l.functions).Err()
 		switch {
 		case err == nil || strings.Contains(err.Error(), "already exists"):
-			l.mode.CompareAndSwap(modeUnknown, modeFunctions)
+			mode.CompareAndSwap(modeUnknown, modeFunctions)
 			return nil
 		case isNetworkError(err):
 			return err
+		case !noFunctions(err):
+			// The server has functions and refused the library: a bug in
+			// it, not a reason to run it as slower scripts unnoticed.
+			return fmt.Errorf("FUNCTION LOAD: %w", err)
 		}
-		// No functions here (miniredis, Redis < 7, a server that forbids
+		// No functions here (miniredis, Redis < 7, a user not allowed
 		// them): scripts from now on, for every node.
-		l.mode.Store(modeScripts)
+		mode.Store(modeScripts)
 	}
 	for _, e := range []string{entryBatch, entryCodePut, entryCodeCheck} {
 		if err := c.ScriptLoad(ctx, l.scripts[e]).Err(); err != nil {
@@ -114,8 +132,8 @@ type caller interface {
 }
 
 // cmd queues or runs one call of entry on c (a client or a pipeline).
-func (l *library) cmd(ctx context.Context, c caller, entry string, keys []string, args []any) *redis.Cmd {
-	if l.mode.Load() == modeFunctions {
+func (l *library) cmd(ctx context.Context, mode *atomic.Int32, c caller, entry string, keys []string, args []any) *redis.Cmd {
+	if mode.Load() == modeFunctions {
 		return c.FCall(ctx, l.version+"_"+entry, keys, args...)
 	}
 	return c.EvalSha(ctx, l.shas[entry], keys, args...)
@@ -134,17 +152,18 @@ func missing(err error) bool {
 // call runs entry on c, loading the library first when the mode is not
 // known yet, and once more after a node answered that it lacks the code.
 func (l *library) call(ctx context.Context, c Client, entry string, keys []string, args []any) (any, error) {
-	if l.mode.Load() == modeUnknown {
+	mode := modeOf(c)
+	if mode.Load() == modeUnknown {
 		if err := l.load(ctx, c); err != nil {
 			return nil, storeErr(fmt.Errorf("load the otpguard library: %w", err))
 		}
 	}
-	v, err := l.cmd(ctx, c, entry, keys, args).Result()
+	v, err := l.cmd(ctx, mode, c, entry, keys, args).Result()
 	if missing(err) {
 		if err := l.load(ctx, c); err != nil {
 			return nil, storeErr(fmt.Errorf("reload the otpguard library: %w", err))
 		}
-		v, err = l.cmd(ctx, c, entry, keys, args).Result()
+		v, err = l.cmd(ctx, mode, c, entry, keys, args).Result()
 	}
 	if err != nil {
 		return nil, storeErr(err)
@@ -156,4 +175,12 @@ func (l *library) call(ctx context.Context, c Client, entry string, keys []strin
 func isNetworkError(err error) bool {
 	var re redis.Error
 	return !errors.As(err, &re)
+}
+
+// noFunctions reports an answer to FUNCTION LOAD that means the server
+// (or this user) has no functions: an unknown command, or not allowed.
+func noFunctions(err error) bool {
+	m := strings.ToLower(err.Error())
+	return strings.Contains(m, "unknown command") || strings.Contains(m, "unknown subcommand") ||
+		strings.Contains(m, "noperm") || strings.Contains(m, "not allowed") || strings.Contains(m, "not supported")
 }

@@ -1,10 +1,21 @@
-// Command bench compares, in one run against one local redis-server, a
-// decision of three rules (destination, IP, global) made by otpguard (one
-// script call) with the same three limits checked by go-redis/redis_rate
-// (one Allow per rule), at concurrency 1 and 32. It prints decisions per
-// second, p50/p99 latency and Redis round trips per decision.
+// Command bench measures otpguard side by side with its peers, in one run,
+// against redis-server processes it starts itself (a single node and a
+// 3-master cluster), interleaving the implementations round by round so
+// that all of them see the same machine load:
 //
-//	go run . [-duration 3s] [-rounds 3]
+//   - allowed: a decision of three rules (destination, IP, global), every
+//     request allowed, by otpguard (one Allow: one script call), by
+//     go-redis/redis_rate, ulule/limiter and throttled (one call per rule)
+//     and by a hand-written Lua script touching the same three keys (the
+//     floor), at concurrency 1 and 32;
+//   - attack: the same three rules with real limits, 95% of requests from
+//     subjects already over them, otpguard with and without its deny
+//     cache, and redis_rate;
+//   - memory: bytes of Redis memory per (rule, subject), per algorithm;
+//   - cluster: one hot global rule on the cluster, with and without
+//     leases.
+//
+//	go run . [-duration 3s] [-rounds 3] [-only allowed,attack,memory,cluster]
 package main
 
 import (
@@ -16,6 +27,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -23,8 +35,13 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/throttled/throttled/v2"
+	throttledstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	"github.com/ulule/limiter/v3"
+	ulule "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/redistest"
 )
@@ -36,25 +53,27 @@ func main() {
 	}
 }
 
-// The three limits, high enough that every decision is allowed: the
-// benchmark measures the cost of deciding, not of denying.
-const rules = `
-store: {timeout: 5s}
-rules:
-  - {name: per-destination, action: bench, key: [destination], limit: 1000000000, window: 1h, algorithm: token_bucket}
-  - {name: per-ip, action: bench, key: [ip], limit: 1000000000, window: 1h, algorithm: token_bucket}
-  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h, algorithm: token_bucket}
-`
+var (
+	duration = flag.Duration("duration", 3*time.Second, "how long each measurement runs")
+	rounds   = flag.Int("rounds", 3, "measurements of each case; the median round is reported")
+	only     = flag.String("only", "allowed,attack,memory,cluster", "the sections to run")
+	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the benchmark process to this file")
+)
 
-type decider func(ctx context.Context, i int) error
+const secret = "bench-secret-0123456789"
+
+// decider makes the i-th decision; allowed reports its answer.
+type decider func(ctx context.Context, i int) (allowed bool, err error)
+
+type impl struct {
+	name string
+	f    decider
+}
 
 func run() error {
-	duration := flag.Duration("duration", 3*time.Second, "how long each measurement runs")
-	rounds := flag.Int("rounds", 3, "measurements of each case; the median round is reported")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
 		if err != nil {
 			return err
 		}
@@ -64,144 +83,432 @@ func run() error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-
 	srv, err := redistest.Start()
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-
-	var trips atomic.Int64
-	newClient := func() *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
-		c.AddHook(redistest.RoundTrips{N: &trips})
-		return c
-	}
+	b := &bench{srv: srv}
 	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	fmt.Printf("redis-server %s on loopback, sharing this machine's cores with the client; %d rounds of %s per case, interleaved, median round shown\n",
+		redisVersion(ctx, admin), *rounds, *duration)
+	for _, s := range strings.Split(*only, ",") {
+		var err error
+		switch s {
+		case "allowed":
+			err = b.allowed(ctx)
+		case "attack":
+			err = b.attack(ctx)
+		case "memory":
+			err = b.memory(ctx)
+		case "cluster":
+			err = b.cluster(ctx)
+		default:
+			err = fmt.Errorf("unknown section %q", s)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
 
-	// otpguard
-	gc := newClient()
-	defer gc.Close()
-	cfg, err := guard.ParseConfig([]byte(rules))
-	if err != nil {
-		return err
-	}
-	st := redisstore.New(gc)
-	if err := st.Preload(ctx); err != nil {
-		return err
-	}
-	g, err := guard.New(cfg, st, guard.Options{Secret: []byte("bench-secret-0123456789")})
-	if err != nil {
-		return err
-	}
-	const subjects = 10000
+type bench struct {
+	srv   *redistest.Server
+	trips atomic.Int64
+}
+
+func (b *bench) client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: b.srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	c.AddHook(redistest.RoundTrips{N: &b.trips})
+	return c
+}
+
+// subjects are the requests' subjects: user i at 10.x.y.z.
+const subjects = 10000
+
+func requests(action string) []guard.Request {
 	reqs := make([]guard.Request, subjects)
 	for i := range reqs {
-		d, err := guard.ParseEmail(fmt.Sprintf("user%d@example.com", i))
-		if err != nil {
-			return err
-		}
+		d, _ := guard.ParseEmail(fmt.Sprintf("user%d@example.com", i))
 		ip, _ := guard.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
-		reqs[i] = guard.Request{Action: "bench", Subject: guard.Subject{Destination: d, IP: ip}}
+		reqs[i] = guard.Request{Action: action, Subject: guard.Subject{Destination: d, IP: ip}}
 	}
-	otpguard := func(ctx context.Context, i int) error {
-		d, err := g.Allow(ctx, reqs[i%subjects])
-		if err == nil && !d.Allowed {
-			err = fmt.Errorf("denied: %+v", d)
-		}
-		return err
-	}
+	return reqs
+}
 
-	// redis_rate, one Allow per rule
-	rc := newClient()
-	defer rc.Close()
-	lim := redis_rate.NewLimiter(rc)
-	limit := redis_rate.Limit{Rate: 1000000000, Burst: 1000000000, Period: time.Hour}
-	redisRate := func(ctx context.Context, i int) error {
-		n := i % subjects
-		for _, key := range []string{fmt.Sprintf("dest:user%d@example.com", n), fmt.Sprintf("ip:10.%d.%d.%d", n>>16&255, n>>8&255, n&255), "global"} {
+func keysOf(n int) [3]string {
+	return [3]string{fmt.Sprintf("dest:user%d@example.com", n), fmt.Sprintf("ip:10.%d.%d.%d", n>>16&255, n>>8&255, n&255), "global"}
+}
+
+func newGuard(ctx context.Context, rdb redis.UniversalClient, doc string) (*guard.Guard, error) {
+	cfg, err := guard.ParseConfig([]byte(doc))
+	if err != nil {
+		return nil, err
+	}
+	st := redisstore.New(rdb, redisstore.Options{})
+	if err := st.Preload(ctx); err != nil {
+		return nil, err
+	}
+	return guard.New(cfg, st, guard.Options{Secret: []byte(secret), Backstop: memstore.New(nil)})
+}
+
+func otpguard(g *guard.Guard, reqs []guard.Request, pick func(int) int) decider {
+	return func(ctx context.Context, i int) (bool, error) {
+		d, err := g.Allow(ctx, reqs[pick(i)])
+		return d.Allowed, err
+	}
+}
+
+// The peers, one call per rule, stopping at the first denial.
+func redisRate(rdb *redis.Client, limit redis_rate.Limit, pick func(int) int) decider {
+	lim := redis_rate.NewLimiter(rdb)
+	return func(ctx context.Context, i int) (bool, error) {
+		for _, key := range keysOf(pick(i)) {
 			r, err := lim.Allow(ctx, key, limit)
-			if err != nil {
-				return err
-			}
-			if r.Allowed == 0 {
-				return fmt.Errorf("denied")
+			if err != nil || r.Allowed == 0 {
+				return false, err
 			}
 		}
-		return nil
+		return true, nil
 	}
+}
 
-	type result struct {
-		perSec     float64
-		p50, p99   time.Duration
-		tripsPerOp float64
-		serverUS   float64 // redis-server CPU per decision, from INFO commandstats
+func ululeLimiter(rdb *redis.Client, rate limiter.Rate, pick func(int) int) (decider, error) {
+	st, err := ulule.NewStoreWithOptions(rdb, limiter.StoreOptions{Prefix: "ulule", MaxRetry: 3})
+	if err != nil {
+		return nil, err
 	}
-	measure := func(f decider, conc int) (result, error) {
-		// warm up: connections and scripts
-		if _, _, err := load(ctx, f, conc, 300*time.Millisecond); err != nil {
-			return result{}, err
+	lim := limiter.New(st, rate)
+	return func(ctx context.Context, i int) (bool, error) {
+		for _, key := range keysOf(pick(i)) {
+			r, err := lim.Get(ctx, key)
+			if err != nil || r.Reached {
+				return false, err
+			}
 		}
-		trips.Store(0)
-		if err := gc.ConfigResetStat(ctx).Err(); err != nil {
-			return result{}, err
-		}
-		lat, elapsed, err := load(ctx, f, conc, *duration)
-		if err != nil {
-			return result{}, err
-		}
-		usec, err := serverMicros(ctx, gc)
-		if err != nil {
-			return result{}, err
-		}
-		slices.Sort(lat)
-		return result{
-			perSec:     float64(len(lat)) / elapsed.Seconds(),
-			p50:        lat[len(lat)/2],
-			p99:        lat[len(lat)*99/100],
-			tripsPerOp: float64(trips.Load()) / float64(len(lat)),
-			serverUS:   usec / float64(len(lat)),
-		}, nil
-	}
+		return true, nil
+	}, nil
+}
 
-	fmt.Printf("one decision = 3 rules (destination, IP, global); redis-server %s on loopback; %d rounds of %s, median round shown\n\n",
-		redisVersion(ctx, gc), *rounds, *duration)
+func throttledLimiter(rdb *redis.Client, quota throttled.RateQuota, pick func(int) int) (decider, error) {
+	st, err := throttledstore.NewCtx(rdb, "throttled:")
+	if err != nil {
+		return nil, err
+	}
+	lim, err := throttled.NewGCRARateLimiterCtx(st, quota)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, i int) (bool, error) {
+		for _, key := range keysOf(pick(i)) {
+			limited, _, err := lim.RateLimitCtx(ctx, key, 1)
+			if err != nil && strings.Contains(err.Error(), "Failed to store updated rate limit data") {
+				// Its compare-and-set gave up on a contended key (the
+				// global one): counted as not allowed, shown in "allowed".
+				return false, nil
+			}
+			if err != nil || limited {
+				return false, err
+			}
+		}
+		return true, nil
+	}, nil
+}
+
+// rawLua is the floor: one script, the three keys, a fixed window each
+// (INCR, PEXPIRE when new), no hashing, no parsing, no results.
+const rawLua = `
+for i = 1, 3 do
+  local n = redis.call('INCR', KEYS[i])
+  if n == 1 then redis.call('PEXPIRE', KEYS[i], 3600000) end
+  if n > tonumber(ARGV[1]) then return 0 end
+end
+return 1`
+
+func raw(rdb *redis.Client, pick func(int) int) decider {
+	s := redis.NewScript(rawLua)
+	return func(ctx context.Context, i int) (bool, error) {
+		k := keysOf(pick(i))
+		n, err := s.Run(ctx, rdb, k[:], 1000000000).Int()
+		return n == 1, err
+	}
+}
+
+// result is one measurement.
+type result struct {
+	perSec     float64
+	p50, p99   time.Duration
+	tripsPerOp float64
+	serverUS   float64 // redis-server CPU per decision, from INFO commandstats
+	allowed    float64 // share of decisions allowed
+}
+
+func (b *bench) measure(ctx context.Context, admin *redis.Client, f decider, conc int) (result, error) {
+	if _, _, _, err := load(ctx, f, conc, 300*time.Millisecond); err != nil { // warm up: connections, scripts
+		return result{}, err
+	}
+	b.trips.Store(0)
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		return result{}, err
+	}
+	lat, allowed, elapsed, err := load(ctx, f, conc, *duration)
+	if err != nil {
+		return result{}, err
+	}
+	usec, err := serverMicros(ctx, admin)
+	if err != nil {
+		return result{}, err
+	}
+	slices.Sort(lat)
+	n := float64(len(lat))
+	return result{perSec: n / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100],
+		tripsPerOp: float64(b.trips.Load()) / n, serverUS: usec / n, allowed: float64(allowed) / n}, nil
+}
+
+// compare measures impls at each concurrency, rounds times interleaved,
+// and prints the median rounds; ratios are against base.
+func (b *bench) compare(ctx context.Context, title string, impls []impl, concs []int, base string) error {
+	admin := redis.NewClient(&redis.Options{Addr: b.srv.Addr})
+	defer admin.Close()
+	fmt.Printf("\n%s\n\n", title)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "concurrency\timplementation\tdecisions/s\tp50\tp99\tround trips/decision\tredis-server µs/decision\tthroughput vs redis_rate\t")
-	for _, conc := range []int{1, 32} {
-		var ours, theirs []result
-		for range *rounds { // interleaved, so both see the same machine load
-			a, err := measure(otpguard, conc)
-			if err != nil {
-				return fmt.Errorf("otpguard: %w", err)
+	fmt.Fprintln(tw, "concurrency\timplementation\tdecisions/s\tp50\tp99\tround trips/decision\tredis-server µs/decision\tallowed\tthroughput vs "+base+"\t")
+	for _, conc := range concs {
+		all := make([][]result, len(impls))
+		for range *rounds {
+			for k, im := range impls {
+				r, err := b.measure(ctx, admin, im.f, conc)
+				if err != nil {
+					return fmt.Errorf("%s: %w", im.name, err)
+				}
+				all[k] = append(all[k], r)
 			}
-			b, err := measure(redisRate, conc)
-			if err != nil {
-				return fmt.Errorf("redis_rate: %w", err)
-			}
-			ours, theirs = append(ours, a), append(theirs, b)
 		}
-		median := func(rs []result) result {
+		med := make([]result, len(impls))
+		var baseRate float64
+		for k, rs := range all {
 			sort.Slice(rs, func(i, j int) bool { return rs[i].perSec < rs[j].perSec })
-			return rs[len(rs)/2]
+			med[k] = rs[len(rs)/2]
+			if impls[k].name == base {
+				baseRate = med[k].perSec
+			}
 		}
-		a, b := median(ours), median(theirs)
-		for _, row := range []struct {
-			name  string
-			r     result
-			ratio float64
-		}{{"otpguard", a, a.perSec / b.perSec}, {"redis_rate ×3", b, 1}} {
-			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.2f\t%.1f\t%.2f×\t\n", conc, row.name, row.r.perSec,
-				row.r.p50.Round(time.Microsecond), row.r.p99.Round(time.Microsecond), row.r.tripsPerOp, row.r.serverUS, row.ratio)
+		for k, im := range impls {
+			r := med[k]
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.2f\t%.1f\t%.0f%%\t%.2f×\t\n", conc, im.name, r.perSec,
+				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.tripsPerOp, r.serverUS, 100*r.allowed, r.perSec/baseRate)
 		}
 	}
 	return tw.Flush()
 }
 
-// load runs f from conc goroutines for d and returns every latency.
-func load(ctx context.Context, f decider, conc int, d time.Duration) ([]time.Duration, time.Duration, error) {
+func (b *bench) allowed(ctx context.Context) error {
+	const doc = `
+store: {timeout: 5s}
+rules:
+  - {name: per-destination, action: bench, key: [destination], limit: 1000000000, window: 1h}
+  - {name: per-ip, action: bench, key: [ip], limit: 1000000000, window: 1h}
+  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h}
+`
+	ident := func(i int) int { return i % subjects }
+	gc, rc, uc, tc, lc := b.client(), b.client(), b.client(), b.client(), b.client()
+	defer func() { gc.Close(); rc.Close(); uc.Close(); tc.Close(); lc.Close() }()
+	g, err := newGuard(ctx, gc, doc)
+	if err != nil {
+		return err
+	}
+	u, err := ululeLimiter(uc, limiter.Rate{Period: time.Hour, Limit: 1000000000}, ident)
+	if err != nil {
+		return err
+	}
+	th, err := throttledLimiter(tc, throttled.RateQuota{MaxRate: throttled.PerHour(1000000000), MaxBurst: 1000000000}, ident)
+	if err != nil {
+		return err
+	}
+	return b.compare(ctx, "allowed: one decision = 3 rules (destination, IP, global), fixed window (otpguard, raw Lua, ulule) or GCRA (redis_rate, throttled), every request allowed", []impl{
+		{"otpguard", otpguard(g, requests("bench"), ident)},
+		{"redis_rate ×3", redisRate(rc, redis_rate.Limit{Rate: 1000000000, Burst: 1000000000, Period: time.Hour}, ident)},
+		{"ulule/limiter ×3", u},
+		{"throttled ×3", th},
+		{"raw Lua (floor)", raw(lc, ident)},
+	}, []int{1, 32}, "redis_rate ×3")
+}
+
+// attack: 95% of requests come from 500 subjects already over their
+// per-destination limit, 5% from 9500 others.
+func (b *bench) attack(ctx context.Context) error {
+	rules := `
+rules:
+  - {name: per-destination, action: bench, key: [destination], limit: 5, window: 1h}
+  - {name: per-ip, action: bench, key: [ip], limit: 1000000000, window: 1h}
+  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h}
+`
+	pick := func(i int) int {
+		h := uint64(i) * 0x9E3779B97F4A7C15
+		if h%100 < 95 {
+			return int(h>>32) % 500 // an attacker
+		}
+		return 500 + int(h>>32)%(subjects-500)
+	}
+	gc, nc, rc := b.client(), b.client(), b.client()
+	defer func() { gc.Close(); nc.Close(); rc.Close() }()
+	cached, err := newGuard(ctx, gc, "store: {timeout: 5s, denyCache: {ttl: 2s, size: 100000}}\n"+rules)
+	if err != nil {
+		return err
+	}
+	uncached, err := newGuard(ctx, nc, "store: {timeout: 5s, denyCache: {ttl: 0s}}\n"+rules)
+	if err != nil {
+		return err
+	}
+	reqs := requests("bench")
+	// The attackers are over their limit before the measurement (the
+	// legitimate 9500 subjects would need 5 requests each in one round
+	// of a few seconds to reach it: they do not).
+	for i := range 500 {
+		for range 6 {
+			if _, err := cached.Allow(ctx, reqs[i]); err != nil {
+				return err
+			}
+		}
+	}
+	// redis_rate's attackers, over a limit of 5 an hour on destination.
+	lim := redis_rate.NewLimiter(rc)
+	limit := redis_rate.Limit{Rate: 5, Burst: 5, Period: time.Hour}
+	for i := range 500 {
+		for range 6 {
+			if _, err := lim.Allow(ctx, keysOf(i)[0], limit); err != nil {
+				return err
+			}
+		}
+	}
+	rr := func(ctx context.Context, i int) (bool, error) {
+		n := pick(i)
+		for k, key := range keysOf(n) {
+			l := redis_rate.Limit{Rate: 1000000000, Burst: 1000000000, Period: time.Hour}
+			if k == 0 {
+				l = limit
+			}
+			r, err := lim.Allow(ctx, key, l)
+			if err != nil || r.Allowed == 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	return b.compare(ctx, "attack: the same 3 rules, per-destination 5 an hour; 95% of requests from 500 subjects already over it", []impl{
+		{"otpguard (deny cache)", otpguard(cached, reqs, pick)},
+		{"otpguard (no deny cache)", otpguard(uncached, reqs, pick)},
+		{"redis_rate ×3", rr},
+	}, []int{32}, "redis_rate ×3")
+}
+
+// memory: Redis used_memory per (rule, subject), per algorithm.
+func (b *bench) memory(ctx context.Context) error {
+	c := b.client()
+	defer c.Close()
+	const n = 20000
+	fmt.Printf("\nmemory: Redis used_memory per (rule, subject), %d subjects, one request each\n\n", n)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rules\tbytes per (rule, subject)\t")
+	reqs := requests("mem")
+	for _, tc := range []struct{ name, rules string }{
+		{"fixed_window", `[{name: r, action: mem, key: [destination], limit: 100, window: 1h}]`},
+		{"token_bucket", `[{name: r, action: mem, key: [destination], limit: 100, window: 1h, algorithm: token_bucket}]`},
+		{"sliding_window", `[{name: r, action: mem, key: [destination], limit: 100, window: 1h, algorithm: sliding_window}]`},
+		{"sliding_log", `[{name: r, action: mem, key: [destination], limit: 100, window: 1h, algorithm: sliding_log}]`},
+		{"distinct (1 value)", `[{name: r, action: mem, key: [destination], of: ip, limit: 100, window: 1h, algorithm: distinct}]`},
+		{"fixed_window + token_bucket, one key (packed)", `[{name: a, action: mem, key: [destination], limit: 100, window: 1h},
+  {name: b, action: mem, key: [destination], limit: 1000, window: 24h, algorithm: token_bucket}]`},
+	} {
+		if err := c.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		g, err := newGuard(ctx, c, "store: {timeout: 5s}\nrules: "+tc.rules+"\n")
+		if err != nil {
+			return err
+		}
+		before, err := usedMemory(ctx, c)
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			if _, err := g.Allow(ctx, reqs[i%subjects]); err != nil {
+				return err
+			}
+		}
+		after, err := usedMemory(ctx, c)
+		if err != nil {
+			return err
+		}
+		perRule := float64(after-before) / float64(min(n, subjects)) / float64(strings.Count(tc.rules, "name:"))
+		fmt.Fprintf(tw, "%s\t%.0f\t\n", tc.name, perRule)
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		return err
+	}
+	return tw.Flush()
+}
+
+// cluster: one hot global counter on a 3-master cluster, with and
+// without leases.
+func (b *bench) cluster(ctx context.Context) error {
+	cl, err := redistest.StartCluster(3)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	fmt.Printf("\ncluster: 3 masters; one decision = a global rule (one hot key) and a per-destination rule; concurrency 32\n\n")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "global rule\tdecisions/s\tp50\tp99\tround trips/decision\t")
+	ident := func(i int) int { return i % subjects }
+	var trips atomic.Int64
+	for _, tc := range []struct{ name, lease string }{{"no lease", ""}, {"lease of 100", ", lease: {units: 100}"}} {
+		var rs []result
+		for range *rounds {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true, PoolSize: 64,
+				NewClient: func(o *redis.Options) *redis.Client {
+					c := redis.NewClient(o)
+					c.AddHook(redistest.RoundTrips{N: &trips})
+					return c
+				}})
+			g, err := newGuard(ctx, rdb, `store: {timeout: 5s}
+rules:
+  - {name: per-destination, action: bench, key: [destination], limit: 1000000000, window: 1h}
+  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h`+tc.lease+`}
+`)
+			if err != nil {
+				return err
+			}
+			f := otpguard(g, requests("bench"), ident)
+			if _, _, _, err := load(ctx, f, 32, 300*time.Millisecond); err != nil {
+				return err
+			}
+			trips.Store(0)
+			lat, _, elapsed, err := load(ctx, f, 32, *duration)
+			if err != nil {
+				return err
+			}
+			slices.Sort(lat)
+			rs = append(rs, result{perSec: float64(len(lat)) / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100],
+				tripsPerOp: float64(trips.Load()) / float64(len(lat))})
+			rdb.Close()
+		}
+		sort.Slice(rs, func(i, j int) bool { return rs[i].perSec < rs[j].perSec })
+		r := rs[len(rs)/2]
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.2f\t\n", tc.name, r.perSec, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.tripsPerOp)
+	}
+	return tw.Flush()
+}
+
+// load runs f from conc goroutines for d and returns every latency and
+// how many were allowed.
+func load(ctx context.Context, f decider, conc int, d time.Duration) ([]time.Duration, int, time.Duration, error) {
 	var mu sync.Mutex
 	var all []time.Duration
+	allowed := 0
 	var firstErr error
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -209,24 +516,30 @@ func load(ctx context.Context, f decider, conc int, d time.Duration) ([]time.Dur
 	for w := range conc {
 		wg.Go(func() {
 			lat := make([]time.Duration, 0, 4096)
+			ok := 0
 			i := rand.IntN(1 << 20)
 			for n := 0; time.Now().Before(deadline); n++ {
 				t0 := time.Now()
-				if err := f(ctx, i+n*conc+w); err != nil {
+				a, err := f(ctx, i+n*conc+w)
+				if err != nil {
 					mu.Lock()
 					firstErr = err
 					mu.Unlock()
 					return
 				}
+				if a {
+					ok++
+				}
 				lat = append(lat, time.Since(t0))
 			}
 			mu.Lock()
 			all = append(all, lat...)
+			allowed += ok
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return all, time.Since(start), firstErr
+	return all, allowed, time.Since(start), firstErr
 }
 
 // serverMicros is the CPU time redis-server spent in commands since the
@@ -247,6 +560,16 @@ func serverMicros(ctx context.Context, c *redis.Client) (float64, error) {
 		}
 	}
 	return total, nil
+}
+
+func usedMemory(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.InfoMap(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	_, err = fmt.Sscan(info["Memory"]["used_memory"], &n)
+	return n, err
 }
 
 func redisVersion(ctx context.Context, c *redis.Client) string {

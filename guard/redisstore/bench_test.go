@@ -1,0 +1,49 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+// BenchmarkAllow is one decision of three rules on the real redis-server,
+// from one goroutine: its allocations per decision (-benchmem) are the
+// client's cost; ns/op includes the round trip.
+func BenchmarkAllow(b *testing.B) {
+	rdb := single.Client()
+	defer rdb.Close()
+	for _, tc := range []struct{ name, store string }{{"allowed", "{timeout: 2s}"}, {"denied-cached", "{timeout: 2s, denyCache: {ttl: 2s, size: 1000}}"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			limit := "1000000000"
+			if tc.name != "allowed" {
+				limit = "1"
+			}
+			g := guardWith(b, rdb, tc.store, `
+  - {name: per-destination, action: bench, key: [destination], limit: `+limit+`, window: 1h}
+  - {name: per-ip, action: bench, key: [ip], limit: 1000000000, window: 1h}
+  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h}
+`)
+			reqs := make([]guard.Request, 1000)
+			for i := range reqs {
+				reqs[i] = request(b, fmt.Sprintf("u%d@example.com", i), fmt.Sprintf("10.1.%d.%d", i/256, i%256))
+				reqs[i].Action = "bench"
+			}
+			ctx := context.Background()
+			for i := range reqs {
+				if _, err := g.Allow(ctx, reqs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if _, err := g.Allow(ctx, reqs[i%len(reqs)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	flush(b, rdb)
+}
