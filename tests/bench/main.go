@@ -8,14 +8,17 @@
 //     go-redis/redis_rate, ulule/limiter and throttled (one call per rule)
 //     and by a hand-written Lua script touching the same three keys (the
 //     floor), at concurrency 1 and 32;
+//
 //   - attack: the same three rules with real limits, 95% of requests from
 //     subjects already over them, otpguard with and without its deny
 //     cache, and redis_rate;
+//
 //   - memory: bytes of Redis memory per (rule, subject), per algorithm;
+//
 //   - cluster: one hot global rule on the cluster, with and without
 //     leases.
 //
-//	go run . [-duration 3s] [-rounds 3] [-only allowed,attack,memory,cluster]
+//     go run . [-duration 3s] [-rounds 3] [-only allowed,attack,memory,cluster]
 package main
 
 import (
