@@ -19,7 +19,7 @@ LAMBDA_GOARCH ?= arm64
 LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags='-s -w -buildid='
 ARTIFACTS_DIR ?= dist
 
-.PHONY: run test bench lint vet redis-server cognito-local build $(addprefix build-,$(FUNCTIONS))
+.PHONY: run test bench fuzz soak lint vet redis-server cognito-local build $(addprefix build-,$(FUNCTIONS))
 
 ## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
@@ -44,6 +44,15 @@ bench: redis-server
 	cd tests/bench && $(GO) run . -duration 3s -rounds 3
 	$(GO) test -run '^$$' -bench Allow -benchmem ./guard/redisstore
 	$(GO) test -run '^$$' -bench Init -benchtime 21x ./tests/lambda
+
+## fuzz: each Go fuzz target for FUZZTIME (default 30s); make test runs their seed corpora
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./guard:FuzzParseEmail ./guard:FuzzParsePhone ./guard:FuzzParseIP ./guard:FuzzParseConfig \
+	./guard/api:FuzzDecodeBytes ./guard/api:FuzzClientIP ./internal/apigw:FuzzRequest
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "== $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 ## cognito-local: the local Cognito user-pool API the e2e tests front (npm, pinned by package-lock.json)
 cognito-local: tests/e2e/cognito/node_modules/.bin/cognito-local

@@ -173,6 +173,6 @@ func (c *StoreClock) Now() time.Time {
 // observe notes a time the store answered.
 func (c *StoreClock) observe(t time.Time) {
 	if !t.IsZero() {
-		c.offset.Store(int64(t.Sub(time.Now())))
+		c.offset.Store(int64(time.Until(t)))
 	}
 }
