@@ -32,6 +32,7 @@ type Client interface {
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
 	FunctionLoad(ctx context.Context, code string) *redis.StringCmd
 	Pipeline() redis.Pipeliner
+	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 // How the library runs on a server.
@@ -127,16 +128,34 @@ func (l *library) loadNode(ctx context.Context, c Client, mode *atomic.Int32) er
 
 // caller is a client or a pipeline.
 type caller interface {
-	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
-	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd
+	Process(ctx context.Context, cmd redis.Cmder) error
 }
+
+// onceCmd is a call of the library that go-redis never sends twice. On a
+// connection lost after the command was written (EOF, a reset) the
+// cluster client would resend it, to the same node and then another: the
+// script may have run, and would count twice. MOVED and ASK answers,
+// where nothing ran, are still followed.
+type onceCmd struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (onceCmd) NoRetry() bool { return true }
 
 // cmd queues or runs one call of entry on c (a client or a pipeline).
 func (l *library) cmd(ctx context.Context, mode *atomic.Int32, c caller, entry string, keys []string, args []any) *redis.Cmd {
+	all := make([]any, 0, 3+len(keys)+len(args))
 	if mode.Load() == modeFunctions {
-		return c.FCall(ctx, l.version+"_"+entry, keys, args...)
+		all = append(all, "fcall", l.version+"_"+entry, len(keys))
+	} else {
+		all = append(all, "evalsha", l.shas[entry], len(keys))
 	}
-	return c.EvalSha(ctx, l.shas[entry], keys, args...)
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	all = append(all, args...)
+	cmd := redis.NewCmd(ctx, all...)
+	_ = c.Process(ctx, onceCmd{cmd}) // the error is cmd's
+	return cmd
 }
 
 // missing reports an error that says the call did not run because the

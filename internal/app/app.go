@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,7 +69,9 @@ type App struct {
 	clock    *guard.StoreClock
 	sender   api.Sender
 	server   atomic.Pointer[api.Server]
-	config   atomic.Pointer[guard.Config]
+	// evictionChecked: unix ns of the last maxmemory-policy check.
+	evictionChecked atomic.Int64
+	config          atomic.Pointer[guard.Config]
 }
 
 // New builds the App with a first configuration and keys.
@@ -92,6 +95,7 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 	if err := a.store.Preload(pctx); err != nil {
 		s.Log.Warn("redis not reachable at start-up; the store will load its library on first use", "err", err)
 	}
+	a.checkEviction(pctx)
 	if s.Senders != nil {
 		var err error
 		if a.sender, err = s.Senders(a.store); err != nil {
@@ -140,4 +144,31 @@ func (a *App) Config() guard.Config { return *a.config.Load() }
 // Store returns the Redis store (pacers share it).
 func (a *App) Store() *redisstore.Store { return a.store }
 
-func (a *App) ping(ctx context.Context) error { return a.s.Redis.Ping(ctx).Err() }
+func (a *App) ping(ctx context.Context) error {
+	if err := a.s.Redis.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	if last := a.evictionChecked.Load(); time.Since(time.Unix(0, last)) > 5*time.Minute {
+		a.checkEviction(ctx)
+	}
+	return nil
+}
+
+// checkEviction reads Redis's maxmemory-policy and warns when it may
+// evict live counters: an allkeys-* policy drops keys that have no TTL
+// pressure at all, and a limit silently starts afresh. Safe: noeviction
+// (writes fail when memory is full: the guard answers as on an outage),
+// volatile-* (every otpguard key has a TTL, so these evict them too, but
+// only under memory pressure, oldest or soonest-expiring first).
+// ElastiCache Serverless refuses CONFIG: nothing is known, nothing said.
+func (a *App) checkEviction(ctx context.Context) {
+	a.evictionChecked.Store(time.Now().UnixNano())
+	v, err := a.s.Redis.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return
+	}
+	if p := v["maxmemory-policy"]; strings.HasPrefix(p, "allkeys-") {
+		a.s.Log.Warn("redis maxmemory-policy may evict live counters: limits would silently reset under memory pressure; use noeviction (or volatile-ttl)",
+			"maxmemory-policy", p)
+	}
+}

@@ -1,0 +1,51 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/redistest"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuffer) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// TestWarnsOfAnEvictingRedis: an allkeys-* maxmemory-policy can evict
+// live counters (limits silently reset): the server says so at start-up.
+func TestWarnsOfAnEvictingRedis(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	rdb := rs.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	_, key, _ := ed25519.GenerateKey(nil)
+	for policy, warn := range map[string]bool{"allkeys-lru": true, "allkeys-lfu": true, "noeviction": false, "volatile-ttl": false} {
+		if err := rdb.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var logs lockedBuffer
+		_, err := app.New(ctx, app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"), Log: slog.New(slog.NewTextHandler(&logs, nil))},
+			guard.DefaultConfig(), app.Keys{Signing: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "maxmemory-policy may evict"); got != warn {
+			t.Errorf("%s: warned %v, want %v: %s", policy, got, warn, logs.String())
+		}
+	}
+}
