@@ -253,6 +253,7 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 			case missing(err) && attempt == 0:
 				again, againAt = append(again, todo[i]), append(againAt, at[i])
 			default:
+				noteFailure(s.rdb, err)
 				return nil, storeErr(err)
 			}
 		}

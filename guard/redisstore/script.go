@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -185,9 +186,38 @@ func (l *library) call(ctx context.Context, c Client, entry string, keys []strin
 		v, err = l.cmd(ctx, mode, c, entry, keys, args).Result()
 	}
 	if err != nil {
+		noteFailure(c, err)
 		return nil, storeErr(err)
 	}
 	return v, nil
+}
+
+// reloads rate-limits topology reloads: unix ns of the last one started.
+var reloads sync.Map // *redis.ClusterClient -> *atomic.Int64
+
+// noteFailure asks a cluster client to read the slot map again after a
+// node did not answer. Library calls are never retried (onceCmd), so
+// go-redis's own retry path, which marks the node failing and finds the
+// new master through MOVED, does not run: without this a client would
+// keep calling a dead master until its periodic reload, and a failover
+// would last longer than the cluster's own. At most one reload starts
+// every 200ms.
+func noteFailure(c Client, err error) {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok || !isNetworkError(err) {
+		return
+	}
+	v, _ := reloads.LoadOrStore(cc, new(atomic.Int64))
+	last := v.(*atomic.Int64)
+	now := time.Now().UnixNano()
+	if l := last.Load(); now-l < int64(200*time.Millisecond) || !last.CompareAndSwap(l, now) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		cc.ReloadState(ctx)
+	}()
 }
 
 // isNetworkError tells a failure to reach the server from an answer.

@@ -95,9 +95,15 @@ type Cluster struct {
 
 // StartCluster starts n masters and joins them into one cluster with every
 // slot covered.
-func StartCluster(n int) (*Cluster, error) {
+func StartCluster(n int) (*Cluster, error) { return StartClusterWithReplicas(n, 0) }
+
+// StartClusterWithReplicas starts n masters with r replicas each (n×(1+r)
+// nodes) and joins them into one cluster with every slot covered; a
+// master that dies is replaced by its replica after the node timeout (2s).
+func StartClusterWithReplicas(n, r int) (*Cluster, error) {
 	c := &Cluster{}
-	for range n {
+	total := n * (1 + r)
+	for range total {
 		s, err := Start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
 		if err != nil {
 			c.Close()
@@ -107,7 +113,7 @@ func StartCluster(n int) (*Cluster, error) {
 	}
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(r), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %v: %s", err, out)
@@ -118,7 +124,7 @@ func StartCluster(n int) (*Cluster, error) {
 		rdb := s.Client()
 		for {
 			info, err := rdb.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)) {
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(total)) {
 				break
 			}
 			if time.Now().After(deadline) {
