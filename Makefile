@@ -54,6 +54,12 @@ fuzz:
 		echo "== $$fn ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
+## soak: the built server for SOAK (default 2m) at a steady mixed load on a real redis-server:
+## heap and goroutines at start and end, keys without a TTL, 5xx, p99 per minute
+SOAK ?= 2m
+soak: redis-server
+	$(GO) run ./tests/soak -duration $(SOAK)
+
 ## cognito-local: the local Cognito user-pool API the e2e tests front (npm, pinned by package-lock.json)
 cognito-local: tests/e2e/cognito/node_modules/.bin/cognito-local
 tests/e2e/cognito/node_modules/.bin/cognito-local: tests/e2e/cognito/package-lock.json

@@ -16,6 +16,9 @@
 //	ADMIN_TOKEN        bearer token of the internal routes; unset: they
 //	                   answer 401 to everyone
 //	AUTH               local (default), cognito or http: see authenv.Authenticator
+//	GUARD_DEBUG_ADDR   optional second listener (e.g. 127.0.0.1:6060) for
+//	                   /debug/vars (expvar: memstats, goroutines) and
+//	                   /debug/pprof/; keep it on loopback
 package main
 
 import (
@@ -115,6 +118,14 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if d := getenv("GUARD_DEBUG_ADDR"); d != "" {
+		dl, err := net.Listen("tcp", d)
+		if err != nil {
+			return fmt.Errorf("GUARD_DEBUG_ADDR: %w", err)
+		}
+		fmt.Fprintf(stdout, "otpguard debug on http://%s/debug/vars\n", dl.Addr())
+		go func() { _ = http.Serve(dl, debugHandler()) }()
+	}
 	fmt.Fprintf(stdout, "otpguard listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(problemListener{ln}) }()
