@@ -19,7 +19,7 @@ LAMBDA_GOARCH ?= arm64
 LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags='-s -w -buildid='
 ARTIFACTS_DIR ?= dist
 
-.PHONY: run test bench fuzz soak lint vet redis-server cognito-local build $(addprefix build-,$(FUNCTIONS))
+.PHONY: run test bench fuzz soak simulate lint vet redis-server cognito-local build $(addprefix build-,$(FUNCTIONS))
 
 ## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
@@ -59,6 +59,11 @@ fuzz:
 SOAK ?= 2m
 soak: redis-server
 	$(GO) run ./tests/soak -duration $(SOAK)
+
+## simulate: a simulated day of users and attacks under the default config, one rule, no guard
+## (and CONFIG=path, yours): the table on stdout, a report with charts in dist/simulate
+simulate:
+	$(GO) run ./cmd/simulate $(if $(CONFIG),-config $(CONFIG)) -out dist/simulate
 
 ## cognito-local: the local Cognito user-pool API the e2e tests front (npm, pinned by package-lock.json)
 cognito-local: tests/e2e/cognito/node_modules/.bin/cognito-local

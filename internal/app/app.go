@@ -50,6 +50,10 @@ type Settings struct {
 	Observer api.Observer
 	// PreloadTimeout bounds loading the Redis library at start-up. A
 	// Redis that is not there yet is no error: the store loads it on first
+	// Clock, when set, is the time of the process's own state (deny
+	// cache, leases, backstop): the simulator's virtual clock. Default:
+	// the process clock, the backstop in the store's time.
+	Clock func() time.Time
 	// use. Default 2s.
 	PreloadTimeout time.Duration
 }
@@ -86,7 +90,11 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 		s.PreloadTimeout = 2 * time.Second
 	}
 	a := &App{s: s, store: redisstore.New(s.Redis, redisstore.Options{Log: s.Log}), clock: &guard.StoreClock{}}
-	a.backstop = memstore.New(a.clock.Now)
+	if s.Clock != nil {
+		a.backstop = memstore.New(s.Clock)
+	} else {
+		a.backstop = memstore.New(a.clock.Now)
+	}
 	if a.s.Health == nil {
 		a.s.Health = a.ping
 	}
@@ -111,7 +119,7 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 // Reload replaces the configuration and keys. On an error the App keeps
 // serving what it had.
 func (a *App) Reload(cfg guard.Config, keys Keys) error {
-	g, err := guard.New(cfg, a.store, guard.Options{Secret: a.s.Secret, Backstop: a.backstop, StoreClock: a.clock})
+	g, err := guard.New(cfg, a.store, guard.Options{Secret: a.s.Secret, Backstop: a.backstop, StoreClock: a.clock, Clock: a.s.Clock})
 	if err != nil {
 		return err
 	}

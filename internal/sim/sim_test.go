@@ -1,0 +1,71 @@
+package sim
+
+import (
+	"context"
+	"testing"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+func run(t *testing.T, name, doc string, seed uint64) *Result {
+	t.Helper()
+	cfg := guard.DefaultConfig()
+	if doc != "" {
+		var err error
+		if cfg, err = guard.ParseConfig([]byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Run(context.Background(), name, cfg, Options{Seed: seed, Users: 200, Scale: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// The same seed gives the same day, to the request.
+func TestSameSeedSameTable(t *testing.T) {
+	a, b := run(t, "default", "", 7), run(t, "default", "", 7)
+	if ta, tb := Table([]*Result{a}), Table([]*Result{b}); ta != tb {
+		t.Fatalf("two runs with seed 7:\n%s\n%s", ta, tb)
+	}
+	if c := run(t, "default", "", 8); Table([]*Result{c}) == Table([]*Result{a}) {
+		t.Error("seeds 7 and 8 gave the same day: the seed is not used")
+	}
+}
+
+// With no guard, every attack gets what it is after; the default rules
+// cut the volumetric ones down.
+func TestEachAttackSucceedsWithoutAGuard(t *testing.T) {
+	none := run(t, "no guard", "rules: []\n", 1)
+	def := run(t, "default", "", 1)
+	for _, a := range Attacks {
+		s := none.Attacks[a]
+		if s.Attempts == 0 {
+			t.Fatalf("%s: no attempts", a)
+		}
+		switch a {
+		case Pumping, Bombing:
+			if s.Succeeded != s.Attempts {
+				t.Errorf("%s without a guard: %d of %d delivered", a, s.Succeeded, s.Attempts)
+			}
+			if d := def.Attacks[a]; d.Succeeded*4 > s.Succeeded {
+				t.Errorf("%s: the default rules let %d of %d through", a, d.Succeeded, d.Attempts)
+			}
+		case BruteForce:
+			// Six digits and five tries per code: a day of guessing
+			// rarely finds one, with a guard or without. What a guard
+			// changes is how many guesses are checked at all.
+			if s.Admitted != s.Attempts {
+				t.Errorf("brute force without a guard: %d of %d checked", s.Admitted, s.Attempts)
+			}
+		default:
+			if s.Succeeded == 0 {
+				t.Errorf("%s without a guard took over no account (%d attempts)", a, s.Attempts)
+			}
+		}
+	}
+	if none.Users == 0 || none.RefusedOnce != 0 {
+		t.Errorf("without a guard, users: %d, refused %d", none.Users, none.RefusedOnce)
+	}
+}
