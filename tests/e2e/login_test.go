@@ -293,3 +293,36 @@ func TestInternalRoutes(t *testing.T) {
 		t.Errorf("an unknown dimension: %d %s", r.status, r.raw)
 	}
 }
+
+// Five wrong passwords from one IP lock that (account, IP) only: the
+// owner logs in from another IP. Twenty failures from twenty IPs lock the
+// account itself, from anywhere.
+func TestLockoutsPerAccountIPAndPerAccount(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			s := start(t, b.redisURL, behindProxy)
+			s.signup(t, "lock@example.com", goodPassword, "198.51.100.1")
+			for i := range 5 {
+				if r := s.login(t, "lock@example.com", "wrong password entirely", "203.0.113.30"); r.status != 401 {
+					t.Fatalf("failure %d: %d %s", i+1, r.status, r.raw)
+				}
+			}
+			if r := s.login(t, "lock@example.com", goodPassword, "203.0.113.30"); r.status != 429 || r.str("rule") != "login-per-account-ip" {
+				t.Fatalf("the right password from the locked (account, IP): %d %s", r.status, r.raw)
+			}
+			if r := s.login(t, "lock@example.com", goodPassword, "198.51.100.77"); r.status != 200 {
+				t.Fatalf("the owner from another IP: %d %s", r.status, r.raw)
+			}
+			// Twenty failures from twenty IPs (the 5 above count too, so
+			// 15 more), then the account is locked everywhere.
+			for i := range 15 {
+				if r := s.login(t, "lock@example.com", "wrong password entirely", fmt.Sprintf("203.0.113.%d", 100+i)); r.status != 401 {
+					t.Fatalf("failure %d from its own IP: %d %s", i+6, r.status, r.raw)
+				}
+			}
+			if r := s.login(t, "lock@example.com", goodPassword, "198.51.100.78"); r.status != 429 || r.str("rule") != "login-per-account" {
+				t.Errorf("after 20 failures from 20 IPs, the owner from a fresh IP: %d %s", r.status, r.raw)
+			}
+		})
+	}
+}
