@@ -41,7 +41,7 @@ lint:
 ## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases); then the
 ## client's allocations per decision and the Lambda bootstraps' init time (median of 21 starts)
 bench: redis-server
-	cd tests/bench && $(GO) run . -duration 3s -rounds 3
+	cd tests/bench && $(GO) run . -duration 3s -rounds 5
 	$(GO) test -run '^$$' -bench Allow -benchmem ./guard/redisstore
 	$(GO) test -run '^$$' -bench Init -benchtime 21x ./tests/lambda
 
