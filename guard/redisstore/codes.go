@@ -22,13 +22,13 @@ var _ otp.Store = (*Codes)(nil)
 
 // Put implements otp.Store.
 func (c *Codes) Put(ctx context.Context, key, digest string, ttl time.Duration) error {
-	_, err := lib.call(ctx, c.rdb, entryCodePut, []string{key}, []any{digest, ttl.Milliseconds()})
+	_, err := lib().call(ctx, c.rdb, entryCodePut, []string{key}, []any{digest, ttl.Milliseconds()})
 	return err
 }
 
 // Check implements otp.Store.
 func (c *Codes) Check(ctx context.Context, key, digest string, maxAttempts int) (otp.Check, time.Time, error) {
-	v, err := lib.call(ctx, c.rdb, entryCodeCheck, []string{key}, []any{digest, maxAttempts})
+	v, err := lib().call(ctx, c.rdb, entryCodeCheck, []string{key}, []any{digest, maxAttempts})
 	if err != nil {
 		return 0, time.Time{}, err
 	}

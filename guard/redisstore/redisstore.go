@@ -69,7 +69,7 @@ var _ guard.Store = (*Store)(nil)
 // that the first decisions do not pay for it. Call it at start-up; the
 // store loads it on first use and after a node lost it anyway.
 func (s *Store) Preload(ctx context.Context) error {
-	if err := lib.load(ctx, s.rdb); err != nil {
+	if err := lib().load(ctx, s.rdb); err != nil {
 		return storeErr(fmt.Errorf("load the otpguard library: %w", err))
 	}
 	return nil
@@ -218,7 +218,7 @@ func (s *Store) group(ops []guard.Op) []*group {
 // calls again the groups whose node lacked the code.
 func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 	if len(groups) == 1 {
-		v, err := lib.call(ctx, s.rdb, entryBatch, groups[0].keys, groups[0].args)
+		v, err := lib().call(ctx, s.rdb, entryBatch, groups[0].keys, groups[0].args)
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +226,7 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 	}
 	mode := modeOf(s.rdb)
 	if mode.Load() == modeUnknown {
-		if err := lib.load(ctx, s.rdb); err != nil {
+		if err := lib().load(ctx, s.rdb); err != nil {
 			return nil, storeErr(fmt.Errorf("load the otpguard library: %w", err))
 		}
 	}
@@ -240,7 +240,7 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 		p := s.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(todo))
 		for i, g := range todo {
-			cmds[i] = lib.cmd(ctx, mode, p, entryBatch, g.keys, g.args)
+			cmds[i] = lib().cmd(ctx, mode, p, entryBatch, g.keys, g.args)
 		}
 		_, _ = p.Exec(ctx) // each command carries its own error
 		var again []*group
@@ -260,7 +260,7 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 		if len(again) == 0 {
 			return replies, nil
 		}
-		if err := lib.load(ctx, s.rdb); err != nil {
+		if err := lib().load(ctx, s.rdb); err != nil {
 			return nil, storeErr(fmt.Errorf("reload the otpguard library: %w", err))
 		}
 		todo, at = again, againAt

@@ -79,7 +79,7 @@ func newLibrary() *library {
 }
 
 // lib is shared by every store of the process: loading is per server.
-var lib = newLibrary()
+var lib = sync.OnceValue(newLibrary) // built on first use: not in every process's init
 
 // load installs the library on every node of c (every master of a
 // cluster) and settles the mode: functions where the server has them,

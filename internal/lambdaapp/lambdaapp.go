@@ -197,7 +197,7 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
-	rt.doc, rt.keyIDs = doc, keyIDs
+	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
 	rdb, err := redisstore.NewClient(redisURL)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
@@ -249,6 +249,7 @@ type runtime struct {
 	mu         sync.Mutex // guards doc and keyIDs
 	doc        string     // the config document in force
 	keyIDs     string     // the secret versions of the keys in force
+	keysNow    app.Keys   // the keys in force
 }
 
 func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -268,13 +269,20 @@ func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (rt *runtime) refresh(ctx context.Context) {
 	cfg, doc, cerr := rt.config(ctx)
 	keys, keyIDs, kerr := rt.keys(ctx)
-	if err := errors.Join(cerr, kerr); err != nil {
-		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", err)
-		rt.metrics.Count(ctx, "ConfigRejected")
-		return
-	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	// Each half stands on its own: a bad document does not hold back a
+	// key rotation, nor a failed key read a new document.
+	if cerr != nil {
+		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", cerr)
+		rt.metrics.Count(ctx, "ConfigRejected")
+		cfg, doc = rt.app.Config(), rt.doc
+	}
+	if kerr != nil {
+		rt.log.ErrorContext(ctx, "signing key refresh failed; the keys in force stay", "err", kerr)
+		rt.metrics.Count(ctx, "ConfigRejected")
+		keys, keyIDs = rt.keysNow, rt.keyIDs
+	}
 	if doc == rt.doc && keyIDs == rt.keyIDs {
 		return
 	}
@@ -283,7 +291,7 @@ func (rt *runtime) refresh(ctx context.Context) {
 		rt.metrics.Count(ctx, "ConfigRejected")
 		return
 	}
-	rt.doc, rt.keyIDs = doc, keyIDs
+	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
 	rt.log.InfoContext(ctx, "config refreshed", "config", docID(doc), "keys", keyIDs)
 }
 

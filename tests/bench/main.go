@@ -59,7 +59,7 @@ func main() {
 var (
 	duration = flag.Duration("duration", 3*time.Second, "how long each measurement runs")
 	rounds   = flag.Int("rounds", 5, "measurements of each case; the median round is reported")
-	only     = flag.String("only", "allowed,attack,memory,cluster", "the sections to run")
+	only     = flag.String("only", "allowed,attack,memory,cluster,http", "the sections to run")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 )
 
@@ -108,6 +108,8 @@ func run() error {
 			err = b.memory(ctx)
 		case "cluster":
 			err = b.cluster(ctx)
+		case "http":
+			err = b.httpSends(ctx)
 		default:
 			err = fmt.Errorf("unknown section %q", s)
 		}
@@ -588,4 +590,20 @@ func redisVersion(ctx context.Context, c *redis.Client) string {
 		return "?"
 	}
 	return info["Server"]["redis_version"]
+}
+
+func newTable(header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, header)
+	return tw
+}
+
+// medianIndex is the index of the median round by throughput.
+func medianIndex(rs []result) int {
+	idx := make([]int, len(rs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return rs[idx[a]].perSec < rs[idx[b]].perSec })
+	return idx[len(idx)/2]
 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// httpSends drives the built server's POST /v1/otp/send with 16
+// connections, every request to a new address from a new client address
+// (behind a trusted loopback proxy), so every one is allowed and sent (to
+// the outbox, /dev/null): requests/s, p50, p99, and the server's CPU per
+// request (from /proc).
+func (b *bench) httpSends(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "otpguard-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "otpguard")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/otpguard")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("network: {trustedProxies: [127.0.0.0/8]}\nstore: {timeout: 1s}\n"), 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "GUARD_ADDR=127.0.0.1:18180", "REDIS_URL=redis://"+b.srv.Addr, "GUARD_CONFIG="+cfg,
+		"GUARD_SECRET=bench-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+		"OUTBOX_PATH=/dev/null")
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, MaxConnsPerHost: 16}, Timeout: 5 * time.Second}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r, err := client.Get("http://127.0.0.1:18180/healthz"); err == nil {
+			r.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server did not start")
+		}
+	}
+	var n atomic.Int64
+	send := func(ctx context.Context, _ int) (bool, error) {
+		i := n.Add(1)
+		body := fmt.Sprintf(`{"channel":"email","to":"h%d@example.com","purpose":"login"}`, i)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:18180/v1/otp/send", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusAccepted, nil
+	}
+	fmt.Printf("\nhttp: the built server's POST /v1/otp/send, 16 connections, every request allowed and sent (outbox to /dev/null), default rules\n\n")
+	tw := newTable("requests/s\tp50\tp99\tserver CPU µs/request\tallowed\t")
+	var rows []result
+	var cpus []float64
+	for range *rounds {
+		if _, _, _, err := load(ctx, send, 16, 300*time.Millisecond); err != nil {
+			return err
+		}
+		c0, err := cpuTime(cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		lat, allowed, elapsed, err := load(ctx, send, 16, *duration)
+		if err != nil {
+			return err
+		}
+		c1, err := cpuTime(cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		slices.Sort(lat)
+		rows = append(rows, result{perSec: float64(len(lat)) / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100],
+			allowed: float64(allowed) / float64(len(lat))})
+		cpus = append(cpus, float64((c1-c0).Microseconds())/float64(len(lat)))
+	}
+	k := medianIndex(rows)
+	r := rows[k]
+	fmt.Fprintf(tw, "%.0f\t%s\t%s\t%.0f\t%.0f%%\t\n", r.perSec, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), cpus[k], 100*r.allowed)
+	return tw.Flush()
+}
+
+// cpuTime is a process's user and system CPU time so far.
+func cpuTime(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name (which may hold spaces).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const hz = 100 // USER_HZ
+	return time.Duration(utime+stime) * time.Second / hz, nil
+}
