@@ -134,11 +134,14 @@ func ParseEmail(s string) (Destination, error) {
 	}
 
 	key := strings.ToLower(local)
-	if i := strings.IndexByte(key, '+'); i >= 0 {
-		key = key[:i]
+	if i := strings.IndexByte(key, '+'); i > 0 {
+		key = key[:i] // a local part that is all tag ("+x") stays as it is
 	}
 	if domain == "gmail.com" || domain == "googlemail.com" {
-		key, domain = strings.ReplaceAll(key, ".", ""), "gmail.com"
+		if k := strings.ReplaceAll(key, ".", ""); k != "" {
+			key = k
+		}
+		domain = "gmail.com"
 	}
 	return Destination{Channel: Email, Address: addr, Key: key + "@" + domain}, nil
 }

@@ -28,14 +28,14 @@ func stateKey(op *guard.Op) string {
 }
 
 // The per-op argument fields, in the order otpguard.lua names them:
-// KIND, ALG, LIMIT, WINDOW, COST, EXTRA, ENFORCE, FIELD, TTL, LOCK,
-// MEMBER, AT. ALG, LIMIT, WINDOW, ENFORCE, FIELD, TTL and LOCK never
-// change for a rule: they are encoded once per Spec (static) and reused.
-const argsPerOp = 12
+// KIND, SPEC, COST, EXTRA, MEMBER, AT. SPEC is a rule's unchanging
+// arguments in one string, "alg|limit|window|enforce|field|ttl|lock",
+// encoded once per Spec here and parsed once per node there.
+const argsPerOp = 6
 
-// static is a Spec's unchanging arguments, boxed once.
+// static is a Spec's unchanging argument, boxed once.
 type static struct {
-	alg, limit, window, enforce, field, ttl, lock any
+	spec any
 }
 
 var algCode = map[guard.Algorithm]string{
@@ -60,16 +60,17 @@ func staticOf(s *guard.Spec) *static {
 		return st
 	}
 	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
-	st = &static{alg: algCode[s.Algorithm], limit: strconv.FormatInt(s.Limit, 10), window: us(s.Window), enforce: "0", field: "", ttl: "0", lock: ""}
+	enforce, field, ttl, lock := "0", "", "0", ""
 	if s.Enforce {
-		st.enforce = "1"
+		enforce = "1"
 	}
 	if s.Packed {
-		st.field, st.ttl = s.ID, us(s.PackTTL)
+		field, ttl = s.ID, us(s.PackTTL)
 	}
 	if l := s.Lockout; l != nil {
-		st.lock = us(l.Initial) + " " + strconv.FormatFloat(l.Factor, 'f', -1, 64) + " " + us(l.Max) + " " + us(l.Reset)
+		lock = us(l.Initial) + " " + strconv.FormatFloat(l.Factor, 'f', -1, 64) + " " + us(l.Max) + " " + us(l.Reset)
 	}
+	st = &static{spec: algCode[s.Algorithm] + "|" + strconv.FormatInt(s.Limit, 10) + "|" + us(s.Window) + "|" + enforce + "|" + field + "|" + ttl + "|" + lock}
 	statics.Lock()
 	if statics.m == nil || len(statics.m) >= maxStatics {
 		statics.m = map[*guard.Spec]*static{}
@@ -124,6 +125,5 @@ func appendOp(keys []string, args []any, op *guard.Op) ([]string, []any) {
 	if op.Member != "" {
 		member = op.Member
 	}
-	return keys, append(args, kindArgs[op.Kind], st.alg, st.limit, st.window, intArg(op.Cost), intArg(op.Extra),
-		st.enforce, st.field, st.ttl, st.lock, member, intArg(at))
+	return keys, append(args, kindArgs[op.Kind], st.spec, intArg(op.Cost), intArg(op.Extra), member, intArg(at))
 }

@@ -384,27 +384,44 @@ end
 -- [1] the number of ops, then NA fields per op, named below (the Go side
 -- writes them in this order: see args.go).
 
-local KIND, ALG, LIMIT, WINDOW, COST, EXTRA, ENFORCE, FIELD, TTL, LOCK, MEMBER, AT = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12
-local NA = 12
+local KIND, SPEC, COST, EXTRA, MEMBER, AT = 1, 2, 3, 4, 5, 6
+local NA = 6
+
+-- A rule's unchanging arguments come as one string,
+-- "alg|limit|window|enforce|field|ttl|lock" (lock: "initial factor max
+-- reset" or empty), parsed once: a FUNCTION library keeps SPECS from call
+-- to call (bounded), a script call parses each spec it sees once.
+local SPECS, NSPECS = {}, 0
+
+local function spec(s)
+  local sp = SPECS[s]
+  if sp then return sp end
+  local alg, limit, window, enforce, f, ttl, lock = string.match(s, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  sp = {alg = alg, limit = tonumber(limit), window = tonumber(window), enforce = enforce == '1', f = f,
+    ttl = tonumber(ttl), packed = f ~= ''}
+  if lock ~= '' then
+    local l, j = {}, 1
+    for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
+    sp.lock = l
+  end
+  if NSPECS >= 1024 then SPECS, NSPECS = {}, 0 end
+  SPECS[s], NSPECS = sp, NSPECS + 1
+  return sp
+end
 
 local function parse(keys, args)
   local ops, k = {}, 1
   for i = 1, tonumber(args[1]) do
     local b = 1 + (i - 1) * NA
+    local sp = spec(args[b + SPEC])
     local op = {
-      kind = args[b + KIND], alg = args[b + ALG], limit = tonumber(args[b + LIMIT]),
-      window = tonumber(args[b + WINDOW]), cost = tonumber(args[b + COST]), extra = tonumber(args[b + EXTRA]),
-      enforce = args[b + ENFORCE] == '1', f = args[b + FIELD], ttl = tonumber(args[b + TTL]),
+      kind = args[b + KIND], cost = tonumber(args[b + COST]), extra = tonumber(args[b + EXTRA]),
       member = args[b + MEMBER], at = tonumber(args[b + AT]), key = keys[k],
+      alg = sp.alg, limit = sp.limit, window = sp.window, enforce = sp.enforce, f = sp.f, ttl = sp.ttl,
+      packed = sp.packed, lock = sp.lock,
     }
-    op.packed = op.f ~= ''
     k = k + 1
-    local lock = args[b + LOCK]
-    if lock ~= '' then
-      -- "initial factor max reset"
-      local l, j = {}, 1
-      for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
-      op.lock = l
+    if op.lock then
       if op.packed then
         op.lkey, op.lf = op.key, op.f
       else
