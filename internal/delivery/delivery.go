@@ -1,6 +1,7 @@
 // Package delivery builds the send function's SES and SNS senders from
-// its environment. Only the send function links it (and so the SES and
-// SNS clients).
+// its environment: SES v2 SendEmail and SNS Publish, each signed with the
+// SDK's SigV4 signer (mail.go, publish.go). Only the send function links
+// it.
 package delivery
 
 import (
@@ -10,11 +11,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
-	"github.com/otpguard/otpguard/guard/ses"
 	otpsns "github.com/otpguard/otpguard/guard/sns"
 )
 
@@ -29,7 +28,7 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(guard.Store) (api
 	var email, sms api.Sender
 	{
 		emailRate = positive(getenv, "EMAIL_PER_SECOND", 1, &errs)
-		e, err := ses.New(sesv2.NewFromConfig(cfg), getenv("SES_FROM"), getenv("SES_CONFIGURATION_SET"))
+		e, err := NewMailer(cfg, getenv("SES_FROM"), getenv("SES_CONFIGURATION_SET"))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("SES_FROM: %w", err))
 		}
