@@ -37,7 +37,7 @@ var actionsOf = map[string][]string{
 	"github.com/aws/aws-sdk-go-v2/service/sns":            {"sns:Publish"},
 	// The lean signed calls: lambdaapp's JSON 1.1 reads (internal/awsjson),
 	// the send function's SES SendEmail and SNS Publish.
-	"github.com/otpguard/otpguard/internal/delivery": {"ses:SendEmail", "sns:Publish"},
+	"github.com/otpguard/otpguard/internal/delivery":  {"ses:SendEmail", "sns:Publish"},
 	"github.com/otpguard/otpguard/internal/lambdaapp": {"secretsmanager:GetSecretValue", "ssm:GetParameter"},
 }
 

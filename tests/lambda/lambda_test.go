@@ -368,7 +368,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// BenchmarkInit starts the verify and send bootstraps b.N times each (at
+// BenchmarkInit starts the verify, send and login bootstraps b.N times each (at
 // least 20: make bench runs -benchtime=21x) under the Runtime API and
 // reports the median time from process start to the first
 // next-invocation request: the function's own init (secrets, config,
@@ -385,7 +385,7 @@ func BenchmarkInit(b *testing.B) {
 	aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
 	aws.SetParameter("/otpguard/config", "otp: {ttl: 5m}\n")
 	bin := b.TempDir()
-	for _, fn := range []string{"verify", "send"} {
+	for _, fn := range []string{"verify", "send", "login"} {
 		b.Run(fn, func(b *testing.B) {
 			exe := filepath.Join(bin, fn)
 			build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", exe, "./functions/"+fn)
@@ -406,7 +406,7 @@ func BenchmarkInit(b *testing.B) {
 					"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret",
 					"AWS_ENDPOINT_URL=" + aws.URL, "REDIS_URL=redis://" + rs.Addr, "GUARD_CONFIG_PARAM=/otpguard/config",
 					"GUARD_HASH_SECRET_ID=otpguard/hash", "GUARD_SIGNING_SECRET_ID=otpguard/signing",
-					"SES_FROM=no-reply@otpguard.example",
+					"SES_FROM=no-reply@otpguard.example", "AUTH=cognito", "COGNITO_CLIENT_ID=testclient", "COGNITO_USER_POOL_ID=us-east-1_test",
 				}
 				began := time.Now()
 				if err := cmd.Start(); err != nil {
