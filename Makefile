@@ -1,6 +1,7 @@
 # otpguard — see README.md. Every target works on a fresh machine with Go;
 # the ones that need redis-server install it (as root, with apt) first.
 
+SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -27,7 +28,9 @@ run:
 
 ## test: vet, staticcheck and every test, against real redis-server and Redis Cluster
 test: redis-server cognito-local vet lint
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /tests/faults)
+	@# The fault campaign prints its figures (toxiproxy table, failover): verbose, without the RUN lines.
+	$(GO) test -race -count=1 -v ./tests/faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS' ; test $${PIPESTATUS[0]} -eq 0
 	cd tests/bench && $(GO) vet ./...
 
 vet:

@@ -31,8 +31,15 @@ var (
 	cluster *redistest.Cluster
 )
 
+// quiet drops go-redis's own log lines (a dead master is dialed again and
+// again during a failover: the figures are what this package prints).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func TestMain(m *testing.M) {
 	zerolog.SetGlobalLevel(zerolog.Disabled) // toxiproxy's own logs
+	redis.SetLogger(quiet{})
 	os.Exit(func() int {
 		var err error
 		if single, err = redistest.Start(); err != nil {
