@@ -1,47 +1,34 @@
 // Package awsjson calls AWS services that speak the JSON 1.1 protocol
 // (Secrets Manager, SSM) with the SDK's own SigV4 signer and credentials,
 // without their generated clients: the functions make two read calls, and
-// the generated SSM client alone adds about 2 MB to every binary. It also
-// is used the same way for SNS Publish (internal/delivery).
+// the generated SSM client alone adds about 2 MB to every binary. Signed
+// (signed.go) is the signed POST they share with internal/delivery's SES
+// and SNS calls.
 package awsjson
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // Client calls one service.
 type Client struct {
-	cfg      aws.Config
-	service  string // signing name and endpoint prefix: secretsmanager, ssm
+	*Signed
 	prefix   string // X-Amz-Target prefix: secretsmanager, AmazonSSM
 	endpoint string
-	http     *http.Client
-	signer   *v4.Signer
 }
 
 // New returns a client of service (its signing name and endpoint prefix)
 // whose operations are targetPrefix.Operation. cfg gives the region, the
 // credentials and BaseEndpoint (AWS_ENDPOINT_URL).
 func New(cfg aws.Config, service, targetPrefix string) *Client {
-	ep := "https://" + service + "." + cfg.Region + ".amazonaws.com"
-	if cfg.BaseEndpoint != nil {
-		ep = strings.TrimSuffix(*cfg.BaseEndpoint, "/")
-	}
-	hc := &http.Client{Timeout: 5 * time.Second}
-	return &Client{cfg: cfg, service: service, prefix: targetPrefix, endpoint: ep + "/", http: hc, signer: v4.NewSigner()}
+	return &Client{Signed: NewSigned(cfg, service, 5*time.Second), prefix: targetPrefix, endpoint: Endpoint(cfg, service) + "/"}
 }
 
 // Error is the service's answer to a failed call.
@@ -81,30 +68,11 @@ func (c *Client) Call(ctx context.Context, operation string, in, out any) error 
 }
 
 func (c *Client) call(ctx context.Context, operation string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-	req.Header.Set("X-Amz-Target", c.prefix+"."+operation)
-	creds, err := c.cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return fmt.Errorf("%s credentials: %w", c.service, err)
-	}
-	sum := sha256.Sum256(body)
-	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), c.service, c.cfg.Region, time.Now()); err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
+	status, header, raw, err := c.Post(ctx, c.endpoint, "application/x-amz-json-1.1", map[string]string{"X-Amz-Target": c.prefix + "." + operation}, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.service, operation, err)
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", c.service, operation, err)
-	}
-	if resp.StatusCode/100 != 2 {
+	if status/100 != 2 {
 		var e struct {
 			Type    string `json:"__type"`
 			Message string `json:"message"`
@@ -116,9 +84,9 @@ func (c *Client) call(ctx context.Context, operation string, body []byte, out an
 			code = code[i+1:]
 		}
 		if code == "" {
-			code = resp.Header.Get("X-Amzn-ErrorType")
+			code = header.Get("X-Amzn-ErrorType")
 		}
-		return &Error{Status: resp.StatusCode, Code: code, Message: e.Message + e.Msg}
+		return &Error{Status: status, Code: code, Message: e.Message + e.Msg}
 	}
 	if out == nil {
 		return nil

@@ -1,22 +1,17 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
 // Mailer is SES v2 SendEmail (REST-JSON, POST /v2/email/outbound-emails)
@@ -28,11 +23,9 @@ import (
 // and anything else is the provider being unavailable. Errors carry the
 // SES error code only.
 type Mailer struct {
-	cfg             aws.Config
+	*awsjson.Signed
 	endpoint        string
 	from, configSet string
-	http            *http.Client
-	signer          *v4.Signer
 }
 
 // NewMailer sends from the verified identity from, in cfg's region (or
@@ -41,12 +34,8 @@ func NewMailer(cfg aws.Config, from, configurationSet string) (*Mailer, error) {
 	if from == "" {
 		return nil, errors.New("ses: a From address (a verified SES identity) is required")
 	}
-	ep := "https://email." + cfg.Region + ".amazonaws.com"
-	if cfg.BaseEndpoint != nil {
-		ep = strings.TrimSuffix(*cfg.BaseEndpoint, "/")
-	}
-	return &Mailer{cfg: cfg, endpoint: ep + "/v2/email/outbound-emails", from: from, configSet: configurationSet,
-		http: &http.Client{Timeout: 10 * time.Second}, signer: v4.NewSigner()}, nil
+	return &Mailer{Signed: awsjson.NewSigned(cfg, "ses", 10*time.Second), endpoint: awsjson.Endpoint(cfg, "email") + "/v2/email/outbound-emails",
+		from: from, configSet: configurationSet}, nil
 }
 
 type content struct {
@@ -74,34 +63,19 @@ func (m *Mailer) Send(ctx context.Context, msg guard.Message) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	creds, err := m.cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: ses: credentials", guard.ErrDeliveryUnavailable)
-	}
-	sum := sha256.Sum256(body)
-	if err := m.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "ses", m.cfg.Region, time.Now()); err != nil {
-		return err
-	}
-	resp, err := m.http.Do(req)
+	status, header, _, err := m.Post(ctx, m.endpoint, "application/json", nil, body)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return fmt.Errorf("%w: ses: timed out", guard.ErrDeliveryUnavailable)
 		}
 		return fmt.Errorf("%w: ses: request failed", guard.ErrDeliveryUnavailable)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode/100 == 2 {
+	if status/100 == 2 {
 		return nil
 	}
-	code, _, _ := strings.Cut(resp.Header.Get("X-Amzn-ErrorType"), ":")
+	code, _, _ := strings.Cut(header.Get("X-Amzn-ErrorType"), ":")
 	if code == "" {
-		code = fmt.Sprintf("HTTP%d", resp.StatusCode)
+		code = fmt.Sprintf("HTTP%d", status)
 	}
 	if code == "MessageRejected" {
 		return fmt.Errorf("%w: ses %s", guard.ErrUndeliverable, code)

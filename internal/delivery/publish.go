@@ -1,25 +1,19 @@
 package delivery
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/xml"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/aws/smithy-go"
+	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
 // Publisher is SNS Publish over the query protocol, signed with the SDK's
@@ -27,19 +21,13 @@ import (
 // uses it as it would the generated client), without the generated
 // client's middleware stack (about 260 KB of the send function).
 type Publisher struct {
-	cfg      aws.Config
+	*awsjson.Signed
 	endpoint string
-	http     *http.Client
-	signer   *v4.Signer
 }
 
 // NewPublisher returns SNS Publish in cfg's region (or at BaseEndpoint).
 func NewPublisher(cfg aws.Config) *Publisher {
-	ep := "https://sns." + cfg.Region + ".amazonaws.com"
-	if cfg.BaseEndpoint != nil {
-		ep = strings.TrimSuffix(*cfg.BaseEndpoint, "/")
-	}
-	return &Publisher{cfg: cfg, endpoint: ep + "/", http: &http.Client{Timeout: 10 * time.Second}, signer: v4.NewSigner()}
+	return &Publisher{Signed: awsjson.NewSigned(cfg, "sns", 10*time.Second), endpoint: awsjson.Endpoint(cfg, "sns") + "/"}
 }
 
 // Publish sends in: a phone number or a target ARN, the message and its
@@ -65,30 +53,11 @@ func (p *Publisher) Publish(ctx context.Context, in *sns.PublishInput, _ ...func
 		form.Set(prefix+".Value.DataType", aws.ToString(a.DataType))
 		form.Set(prefix+".Value.StringValue", aws.ToString(a.StringValue))
 	}
-	body := []byte(form.Encode())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
-	creds, err := p.cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("sns credentials: %w", err)
-	}
-	sum := sha256.Sum256(body)
-	if err := p.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "sns", p.cfg.Region, time.Now()); err != nil {
-		return nil, err
-	}
-	resp, err := p.http.Do(req)
+	status, _, raw, err := p.Post(ctx, p.endpoint, "application/x-www-form-urlencoded; charset=utf-8", nil, []byte(form.Encode()))
 	if err != nil {
 		return nil, fmt.Errorf("sns Publish: %w", err)
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("sns Publish: %w", err)
-	}
-	if resp.StatusCode/100 != 2 {
+	if status/100 != 2 {
 		var e struct {
 			Error struct{ Code, Message string } `xml:"Error"`
 		}
@@ -100,7 +69,7 @@ func (p *Publisher) Publish(ctx context.Context, in *sns.PublishInput, _ ...func
 		case "ParameterValueInvalid":
 			return nil, &types.InvalidParameterValueException{Message: msg}
 		case "":
-			return nil, &smithy.GenericAPIError{Code: "HTTP" + strconv.Itoa(resp.StatusCode), Message: "no error code"}
+			return nil, &smithy.GenericAPIError{Code: "HTTP" + strconv.Itoa(status), Message: "no error code"}
 		}
 		return nil, &smithy.GenericAPIError{Code: e.Error.Code, Message: e.Error.Message}
 	}
