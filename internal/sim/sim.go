@@ -302,9 +302,15 @@ func (e *engine) instant() time.Time {
 // libphonenumber calls them valid mobile (or fixed-or-mobile) numbers.
 var usAreas = []string{"201", "212", "213", "305", "312", "404", "415", "503", "617", "646", "702", "713", "818", "917", "972"}
 
-func (e *engine) population(n int) error {
+// phonePolicy is the default config's: the numbers the simulation draws
+// are the ones the default rules accept.
+func phonePolicy() guard.PhonePolicy {
 	cfg := guard.DefaultConfig()
-	policy := cfg.PhonePolicy()
+	return cfg.PhonePolicy()
+}
+
+func (e *engine) population(n int) error {
+	policy := phonePolicy()
 	// Shared addresses: 5 carrier-grade NATs (hundreds of users each),
 	// 20 offices.
 	cgnat := make([]string, 5)
@@ -501,8 +507,7 @@ func (e *engine) sources(n int, tag int) []string {
 func (e *engine) pumping(attempts int) {
 	st := e.res.Attacks[Pumping]
 	src := e.sources(200, 1)
-	cfg := guard.DefaultConfig()
-	policy := cfg.PhonePolicy()
+	policy := phonePolicy()
 	var bases []guard.Destination
 	for _, region := range []string{"LV", "TN", "KG"} {
 		for k := 0; k < 1000; k++ {
@@ -563,7 +568,7 @@ func (e *engine) bruteForce(guesses int) {
 	st := e.res.Attacks[BruteForce]
 	src := e.sources(100, 3)
 	victim := "+14155550100"
-	if d, err := guard.ParsePhone("+12015550123", func() guard.PhonePolicy { c := guard.DefaultConfig(); return c.PhonePolicy() }()); err == nil {
+	if d, err := guard.ParsePhone("+12015550123", phonePolicy()); err == nil {
 		victim = d.Address
 	}
 	for k := 0; k < 144; k++ {

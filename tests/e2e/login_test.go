@@ -51,7 +51,7 @@ func TestSignupAndLogin(t *testing.T) {
 				`{"email":"bob@example.com","password":"` + goodPassword + `","attributes":[1]}`: "attributes",
 			} {
 				r := s.do(t, http.MethodPost, "/v1/signup", body)
-				if r.status != 400 || !contains(r.raw, field) {
+				if r.status != 400 || !strings.Contains(r.raw, field) {
 					t.Errorf("%s: %d %s, want 400 naming %s", body, r.status, r.raw, field)
 				}
 			}
@@ -71,14 +71,12 @@ func TestSignupAndLogin(t *testing.T) {
 			if unknown.status != wrong.status || unknown.raw != wrong.raw {
 				t.Errorf("an unknown user is told apart: %d %s vs %d %s", unknown.status, unknown.raw, wrong.status, wrong.raw)
 			}
-			if contains(s.logs.String(), "ann@example.com") || contains(s.logs.String(), goodPassword) {
+			if strings.Contains(s.logs.String(), "ann@example.com") || strings.Contains(s.logs.String(), goodPassword) {
 				t.Error("an account or a password is in the logs")
 			}
 		})
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // 50 parallel wrong passwords for one (account, IP): the attempt counts
 // as a failure when admitted, so exactly 5 are checked (401), the rest
@@ -142,7 +140,7 @@ func TestLoginSuccessClearsOnlyItsAccountAndIP(t *testing.T) {
 			t.Fatalf("failure %d of the other IP: %d", i+4, r.status)
 		}
 	}
-	if r := s.login(t, "clear@example.com", "wrong password entirely", other); r.status != 429 || r.str("rule") == "" && !contains(r.raw, "login-per-account-ip") {
+	if r := s.login(t, "clear@example.com", "wrong password entirely", other); r.status != 429 || r.str("rule") == "" && !strings.Contains(r.raw, "login-per-account-ip") {
 		t.Errorf("the other IP's sixth attempt: %d %s, want 429 (its 5 failures were not cleared)", r.status, r.raw)
 	}
 }
@@ -170,7 +168,7 @@ func TestOneIPTryingManyAccountsIsStopped(t *testing.T) {
 		}
 	}
 	r := s.login(t, "leaked20@example.com", "hunter2hunter2", stuffer)
-	if r.status != 429 || !contains(s.logs.String(), "login-failed-accounts-per-ip") {
+	if r.status != 429 || !strings.Contains(s.logs.String(), "login-failed-accounts-per-ip") {
 		t.Errorf("the 21st account from one IP: %d %s", r.status, r.raw)
 	}
 	// The same accounts again from that IP are still checked (they are
@@ -280,13 +278,13 @@ func TestInternalRoutes(t *testing.T) {
 		s.post(t, "/v1/outcomes", map[string]any{"action": "login", "subject": subj, "outcome": "failure"}, auth...)
 	}
 	st := s.do(t, http.MethodGet, "/v1/blocks/account/locked@example.com", "", auth...)
-	if st.status != 200 || !contains(st.raw, `"locked":true`) {
+	if st.status != 200 || !strings.Contains(st.raw, `"locked":true`) {
 		t.Fatalf("block status: %d %s", st.status, st.raw)
 	}
 	if r := s.do(t, http.MethodDelete, "/v1/blocks/account/locked@example.com", "", auth...); r.status != 204 {
 		t.Fatalf("unblock: %d %s", r.status, r.raw)
 	}
-	if st := s.do(t, http.MethodGet, "/v1/blocks/account/locked@example.com", "", auth...); !contains(st.raw, `"locked":false`) {
+	if st := s.do(t, http.MethodGet, "/v1/blocks/account/locked@example.com", "", auth...); !strings.Contains(st.raw, `"locked":false`) {
 		t.Errorf("after the unblock: %s", st.raw)
 	}
 	if r := s.do(t, http.MethodGet, "/v1/blocks/nonsense/x", "", auth...); r.status != 400 {
