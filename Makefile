@@ -32,6 +32,7 @@ test: redis-server cognito-local vet lint
 	@# The fault campaign prints its figures (toxiproxy table, failover): verbose, without the RUN lines.
 	$(GO) test -race -count=1 -v ./tests/faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS' ; test $${PIPESTATUS[0]} -eq 0
 	cd tests/bench && $(GO) vet ./...
+	third_party/phonenumbers/upstream-tests.sh
 
 vet:
 	$(GO) vet ./...

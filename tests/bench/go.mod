@@ -23,3 +23,5 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/nyaruka/phonenumbers => ../../third_party/phonenumbers

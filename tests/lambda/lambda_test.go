@@ -431,3 +431,50 @@ func BenchmarkInit(b *testing.B) {
 		})
 	}
 }
+
+// TestPackageInitIsLean runs the verify, send and login bootstraps with
+// GODEBUG=inittrace=1 and no environment (main refuses to start, after every
+// package has initialised) and checks what package initialisation allocates:
+// a deterministic stand-in for its time. Upstream phonenumbers parses its
+// whole metadata document in init (2.4 MB, 35,000 allocations, ~5 ms, paid by
+// every cold start); the fork in third_party loads it on first use.
+func TestPackageInitIsLean(t *testing.T) {
+	const maxTotal, maxPhone = 1 << 20, 512 << 10
+	bin := t.TempDir()
+	for _, fn := range []string{"verify", "send", "login"} {
+		exe := filepath.Join(bin, fn)
+		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", exe, "./functions/"+fn)
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", fn, err, out)
+		}
+		cmd := exec.Command(exe)
+		cmd.Env = []string{"GODEBUG=inittrace=1"}
+		out, _ := cmd.CombinedOutput()
+		var total, phone, packages int
+		for line := range strings.Lines(string(out)) {
+			// init <package> @<t> ms, <d> ms clock, <n> bytes, <m> allocs
+			f := strings.Fields(line)
+			if len(f) < 11 || f[0] != "init" || f[8] != "bytes," {
+				continue
+			}
+			n, err := strconv.Atoi(f[7])
+			if err != nil {
+				t.Fatalf("%s: unreadable inittrace line %q", fn, line)
+			}
+			packages++
+			total += n
+			if f[1] == "github.com/nyaruka/phonenumbers" {
+				phone = n
+			}
+		}
+		if packages < 10 {
+			t.Fatalf("%s: %d inittrace lines; output:\n%s", fn, packages, out)
+		}
+		t.Logf("%-6s package init allocates %7d bytes (phonenumbers %d) over %d packages", fn, total, phone, packages)
+		if total > maxTotal || phone > maxPhone {
+			t.Errorf("%s: package init allocates %d bytes (phonenumbers %d); budget %d (%d)", fn, total, phone, maxTotal, maxPhone)
+		}
+	}
+}
