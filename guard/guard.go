@@ -261,17 +261,25 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	if len(rules) == 0 {
 		return d, nil
 	}
-	tags, err := g.tags(rules, req.Subject)
-	if err != nil {
+	if err := g.hasDims(rules, req.Subject); err != nil {
 		return Decision{}, err
 	}
+	tags := make([]string, len(rules))
 	now := g.clock()
 	if g.cache != nil {
+		// rule by rule, hashing only as far as the first remembered denial:
+		// an attacker's repeat costs one keyed hash, not one per rule
 		for i, r := range rules {
-			if res, ok := g.cache.get(r.spec.ID+tags[i], now); ok && r.spec.Enforce {
+			if !r.spec.Enforce {
+				continue
+			}
+			if res, ok := g.cache.get(r.spec.ID+g.tag(rules, tags, i, req.Subject), now); ok {
 				return g.cached(rules, i, res), nil
 			}
 		}
+	}
+	for i := range rules {
+		g.tag(rules, tags, i, req.Subject)
 	}
 
 	ops := make([]Op, 0, len(rules))
@@ -757,28 +765,55 @@ func (r *rule) result(o OpResult, member string) Result {
 // tags returns, for each rule, the keyed hash of the subject's values of
 // the rule's dimensions, computing it once per set of dimensions.
 func (g *Guard) tags(rules []*rule, s Subject) ([]string, error) {
+	if err := g.hasDims(rules, s); err != nil {
+		return nil, err
+	}
 	tags := make([]string, len(rules))
-	for i, r := range rules {
-		if len(r.dims) == 1 && r.dims[0] == "global" {
-			tags[i] = g.global
-			continue
-		}
-		if j := slices.IndexFunc(rules[:i], func(o *rule) bool { return slices.Equal(o.dims, r.dims) }); j >= 0 {
-			tags[i] = tags[j]
-			continue
-		}
-		var vals [3]string
-		values := vals[:0]
-		for _, dim := range r.dims {
-			v, err := g.dimension(dim, s)
-			if err != nil {
-				return nil, fmt.Errorf("rule %s: %w", r.Name, err)
-			}
-			values = append(values, v)
-		}
-		tags[i] = g.hashValues(r.dims, values)
+	for i := range rules {
+		g.tag(rules, tags, i, s)
 	}
 	return tags, nil
+}
+
+// hasDims reports, as an error, a dimension some rule needs that the
+// subject lacks.
+func (g *Guard) hasDims(rules []*rule, s Subject) error {
+	for _, r := range rules {
+		for _, dim := range r.dims {
+			if !has(dim, s) {
+				return fmt.Errorf("rule %s: %w: the request has no %s", r.Name, ErrInvalidInput, dim)
+			}
+		}
+	}
+	return nil
+}
+
+// tag fills tags[i], once: the keyed hash of rule i's values, shared with
+// an earlier rule on the same dimensions. The subject has every dimension
+// (hasDims).
+func (g *Guard) tag(rules []*rule, tags []string, i int, s Subject) string {
+	if tags[i] != "" {
+		return tags[i]
+	}
+	r := rules[i]
+	if len(r.dims) == 1 && r.dims[0] == "global" {
+		tags[i] = g.global
+		return tags[i]
+	}
+	for j, o := range rules {
+		if j != i && tags[j] != "" && slices.Equal(o.dims, r.dims) {
+			tags[i] = tags[j]
+			return tags[i]
+		}
+	}
+	var vals [3]string
+	values := vals[:0]
+	for _, dim := range r.dims {
+		v, _ := g.dimension(dim, s)
+		values = append(values, v)
+	}
+	tags[i] = g.hashValues(r.dims, values)
+	return tags[i]
 }
 
 // hashValues is the keyed hash of dimensions and their values: 128 bits of
@@ -812,6 +847,26 @@ func (g *Guard) valueHash(dim, value string) string {
 	base64.RawURLEncoding.Encode(out[:], m.Sum(sum[:0])[:8])
 	g.macs.Put(m)
 	return string(out[:])
+}
+
+// has reports whether the subject has a value for dim (as dimension would
+// find, without formatting it).
+func has(dim string, s Subject) bool {
+	switch dim {
+	case "destination":
+		return s.Destination.Key != ""
+	case "country":
+		return s.Destination.Country != ""
+	case "prefix":
+		return s.Destination.Prefix != ""
+	case "account":
+		return s.Account != ""
+	case "ip", "ip/56", "ip/48":
+		return s.IP.IsValid()
+	case "global":
+		return true
+	}
+	return false
 }
 
 func (g *Guard) dimension(dim string, s Subject) (string, error) {

@@ -50,6 +50,7 @@ end
 local H, W, T -- per call: read hashes, pending writes, TTL per written hash
 
 local function hread(key)
+  if not H then H = {} end
   local h = H[key]
   if not h then
     h = {}
@@ -65,6 +66,7 @@ local function hget(key, field) return hread(key)[field] end
 -- hput stages field = v (false deletes it) and asks for a TTL of ttl µs.
 local function hput(key, field, v, ttl)
   hread(key)[field] = v or nil
+  if not W then W, T = {}, {} end
   local w = W[key]
   if not w then w = {}; W[key] = w end
   w[field] = v
@@ -72,6 +74,7 @@ local function hput(key, field, v, ttl)
 end
 
 local function hflush()
+  if not W then return end
   for key, w in pairs(W) do
     local set, del = {}, {}
     for f, v in pairs(w) do
@@ -154,6 +157,41 @@ A.fw = {
     end
   end,
 }
+
+-- A take of a fixed window on its own key runs take-first: INCRBY, then
+-- the TTL (PEXPIRE when the key is new), two commands where check then
+-- commit needs three (PTTL, GET, INCRBY). A take that goes over, or that
+-- a later rule's denial makes moot, is given back in the same call
+-- (fw_undo), so nothing outside the call ever sees it.
+local function fw_take(op, cost)
+  local c = redis.call('INCRBY', op.key, cost)
+  op.fresh = c == cost
+  if op.fresh then
+    redis.call('PEXPIRE', op.key, ms(op.window))
+    op.e = now + op.window
+  else
+    local p = redis.call('PTTL', op.key)
+    if p > 0 then op.e = now + p * 1000 else
+      -- no TTL cannot happen (every write sets one); if it did, the
+      -- window starts now
+      redis.call('PEXPIRE', op.key, ms(op.window))
+      op.e = now + op.window
+    end
+  end
+  op.c = c - cost -- the count before this take, as read would see it
+  if c <= op.limit then
+    op.held = cost
+    return true, op.limit - c, op.e - now, 0
+  end
+  A.fw.undo(op, cost)
+  if op.fresh then return false, max(0, op.limit - op.c), 0, op.window end
+  return false, max(0, op.limit - op.c), op.e - now, op.e - now
+end
+
+function A.fw.undo(op, n)
+  if op.fresh then redis.call('DEL', op.key) else redis.call('DECRBY', op.key, n) end
+  op.held = 0
+end
 
 -- token_bucket (GCRA): one theoretical arrival time; burst = limit, one
 -- unit back every window/limit. Packed: field <id>t. Own key: the TAT.
@@ -404,34 +442,43 @@ local function spec(s)
     for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
     sp.lock = l
   end
+  -- an op reads its rule's fields through this metatable: a call builds
+  -- a small table per op, not a copy of the spec
+  sp.mt = {__index = sp}
   if NSPECS >= 1024 then SPECS, NSPECS = {}, 0 end
   SPECS[s], NSPECS = sp, NSPECS + 1
   return sp
 end
 
+-- The op tables are kept from call to call (a call is never re-entered):
+-- building one per op per call was a third of a decision's Lua time.
+-- parse sets the fields every op carries and clears the two that a call
+-- reads before an algorithm writes them (held, seen); every other field
+-- an algorithm leaves on an op is written before it is read.
+local OPS = {}
+
 local function parse(keys, args)
-  local ops, k = {}, 1
-  for i = 1, tonumber(args[1]) do
+  local ops, k = OPS, 1
+  local n = tonumber(args[1])
+  for i = 1, n do
     local b = 1 + (i - 1) * NA
     local sp = spec(args[b + SPEC])
-    local op = {
-      kind = args[b + KIND], cost = tonumber(args[b + COST]), extra = tonumber(args[b + EXTRA]),
-      member = args[b + MEMBER], at = tonumber(args[b + AT]), key = keys[k],
-      alg = sp.alg, limit = sp.limit, window = sp.window, enforce = sp.enforce, f = sp.f, ttl = sp.ttl,
-      packed = sp.packed, lock = sp.lock,
-    }
+    local op = ops[i]
+    if not op then op = {c = 0, e = 0, ok = false, fresh = false}; ops[i] = op end
+    setmetatable(op, sp.mt)
+    op.kind, op.cost, op.extra = args[b + KIND], tonumber(args[b + COST]), tonumber(args[b + EXTRA])
+    op.member, op.at, op.key, op.held, op.seen = args[b + MEMBER], tonumber(args[b + AT]), keys[k], 0, false
     k = k + 1
-    if op.lock then
-      if op.packed then
-        op.lkey, op.lf = op.key, op.f
+    if sp.lock then
+      if sp.packed then
+        op.lkey, op.lf = op.key, sp.f
       else
         op.lkey, op.lf = keys[k], ''
         k = k + 1
       end
     end
-    ops[i] = op
   end
-  return ops
+  return n
 end
 
 -- check: a lockout in force denies before the algorithm is asked.
@@ -442,30 +489,40 @@ local function check(op, cost)
   return ok, rem, reset, retry, false
 end
 
--- Result per op: {allowed (0, 1; 2 = skipped), remaining, reset, retry,
--- locked (0/1), taken}.
-local SKIPPED = {2, 0, 0, 0, 0, 0}
+-- The reply: {batch allowed, now, then 6 fields per op: allowed (0, 1;
+-- 2 = skipped), remaining, reset, retry, locked (0/1), taken}. It is
+-- written in place: op i's fields are out[j + 1] .. out[j + 6], j = 2 +
+-- 6 (i - 1), all of them set in order first (a hole would end the reply).
 
 -- untake reports what an allowed op leaves when nothing is taken.
-local function untake(op, r)
-  if op.alg ~= 'ds' then r[2] = r[2] + op.cost elseif not op.seen then r[2] = r[2] + 1 end
+local function untake(op, out, j)
+  if op.alg ~= 'ds' then out[j + 2] = out[j + 2] + op.cost elseif not op.seen then out[j + 2] = out[j + 2] + 1 end
 end
 
 local function batch(keys, args)
   clock()
-  H, W, T = {}, {}, {}
-  local ops = parse(keys, args)
-  local res = {}
+  H, W, T = nil, nil, nil -- made when a rule first needs them
+  local n = parse(keys, args)
+  local ops = OPS
+  local out = {0, now}
 
   -- Check the takes and peeks; stop at the first enforcing denial.
   local allowed = true
-  for i, op in ipairs(ops) do
+  for i = 1, n do
+    local op, j = ops[i], 2 + 6 * (i - 1)
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, 0, 0, 0, 0, 0
     if op.kind == 't' or op.kind == 'p' then
       if not allowed then
-        res[i] = SKIPPED
+        out[j + 1] = 2
       else
-        local ok, rem, reset, retry, locked = check(op, op.cost)
-        res[i] = {ok and 1 or 0, rem, reset, retry, locked and 1 or 0, 0}
+        local ok, rem, reset, retry, locked
+        if op.kind == 't' and op.alg == 'fw' and not op.packed and not op.lock and op.cost > 0 then
+          ok, rem, reset, retry = fw_take(op, op.cost)
+          locked = false
+        else
+          ok, rem, reset, retry, locked = check(op, op.cost)
+        end
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = ok and 1 or 0, rem, reset, retry, locked and 1 or 0
         op.ok = ok
         if op.enforce and not ok then allowed = false end
       end
@@ -473,49 +530,51 @@ local function batch(keys, args)
   end
 
   -- Apply.
-  for i, op in ipairs(ops) do
+  for i = 1, n do
+    local op, j = ops[i], 2 + 6 * (i - 1)
     local kind, alg = op.kind, A[op.alg]
     if kind == 't' then
-      local r = res[i]
-      if r[1] == 1 then
+      if out[j + 1] == 1 then
         if allowed then
-          local n = op.cost
+          local take = op.cost
           if op.alg == 'ds' then
-            n = op.seen and 0 or 1 -- a value already seen costs nothing
+            take = op.seen and 0 or 1 -- a value already seen costs nothing
           elseif op.extra > 0 then
-            local more = min(op.extra, floor(r[2] / 4)) -- a lease: at most a quarter of what is left
-            n = n + more
-            r[2] = r[2] - more
+            local more = min(op.extra, floor(out[j + 2] / 4)) -- a lease: at most a quarter of what is left
+            take = take + more
+            out[j + 2] = out[j + 2] - more
           end
-          alg.commit(op, n)
-          r[6] = n
+          if op.held == 0 then
+            alg.commit(op, take)
+          elseif take > op.held then
+            redis.call('INCRBY', op.key, take - op.held)
+          end
+          out[j + 6] = take
         else
-          untake(op, r)
+          if op.held > 0 then A.fw.undo(op, op.held) end
+          untake(op, out, j)
         end
       end
     elseif kind == 'p' then
-      if res[i][1] == 1 then untake(op, res[i]) end
+      if out[j + 1] == 1 then untake(op, out, j) end
     elseif kind == 's' then
       local l = lock_until(op)
       if l > 0 then
-        res[i] = {0, 0, l - now, l - now, 1, 0}
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, 0, l - now, l - now, 1, 0
       elseif op.lock and not alg.check(op, 1) then
         local d = strike(op)
         alg.clear(op) -- the attempts after the lockout count afresh
-        res[i] = {0, 0, d, d, 1, 0}
-      else
-        res[i] = {1, 0, 0, 0, 0, 0}
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, 0, d, d, 1, 0
       end
     elseif kind == 'r' or kind == 'l' then
       alg.refund(op)
-      res[i] = {1, 0, 0, 0, 0, 0}
     elseif kind == 'c' then
       alg.clear(op)
-      res[i] = {1, op.limit, 0, 0, 0, 0}
+      out[j + 2] = op.limit
     elseif kind == 'u' then
       alg.clear(op)
       unlock(op)
-      res[i] = {1, op.limit, 0, 0, 0, 0}
+      out[j + 2] = op.limit
     elseif kind == 'v' then
       -- Reserve: book the next turn of a token bucket (the pacer); AT
       -- carries the longest wait the caller accepts, in µs.
@@ -523,9 +582,9 @@ local function batch(keys, args)
       local wait = max(0, op.allow_at - now)
       if wait <= op.at then
         A.tb.commit(op, op.cost)
-        res[i] = {1, max(0, rem), max(0, reset), wait, 0, op.cost}
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, max(0, rem), max(0, reset), wait, 0, op.cost
       else
-        res[i] = {0, 0, reset, wait, 0, 0}
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, 0, reset, wait, 0, 0
       end
     else
       return redis.error_reply('otpguard: unknown op kind ' .. tostring(kind))
@@ -533,15 +592,9 @@ local function batch(keys, args)
   end
   hflush()
 
-  local out = {allowed and 1 or 0, now}
-  for i = 1, #ops do
-    local r, n = res[i], #out
-    out[n + 1] = r[1]
-    out[n + 2] = floor(r[2])
-    out[n + 3] = floor(r[3])
-    out[n + 4] = floor(r[4])
-    out[n + 5] = r[5]
-    out[n + 6] = r[6]
+  out[1] = allowed and 1 or 0
+  for j = 2, 6 * n, 6 do
+    out[j + 2], out[j + 3], out[j + 4] = floor(out[j + 2]), floor(out[j + 3]), floor(out[j + 4])
   end
   return out
 end
