@@ -186,7 +186,7 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		leases:   &leases{m: map[string]*lease{}},
 		storeClk: opts.StoreClock,
 	}
-	g.macs.New = func() any { return hmac.New(sha256.New, g.secret) }
+	g.macs.New = func() any { return &macState{h: hmac.New(sha256.New, g.secret)} }
 	if cfg.Store.DenyCache.TTL > 0 {
 		g.cache = newDenyCache(cfg.Store.DenyCache.TTL, cfg.Store.DenyCache.Size)
 	}
@@ -726,13 +726,20 @@ func (g *Guard) do(ctx context.Context, st Store, ops []Op) ([]OpResult, error) 
 // match returns the rules of req's action whose filters req passes.
 func (g *Guard) match(req Request) []*rule {
 	all := g.byAction[req.Action]
-	out := make([]*rule, 0, len(all))
-	for _, r := range all {
-		if r.matches(req.Attributes) {
-			out = append(out, r)
+	for i, r := range all {
+		if !r.matches(req.Attributes) {
+			// copy only when a rule is left out; the action's own list
+			// is shared and never written
+			out := slices.Clone(all[:i])
+			for _, r := range all[i+1:] {
+				if r.matches(req.Attributes) {
+					out = append(out, r)
+				}
+			}
+			return out
 		}
 	}
-	return out
+	return all
 }
 
 func (r *rule) matches(attrs map[string]string) bool {
@@ -821,17 +828,16 @@ func (g *Guard) tag(rules []*rule, tags []string, i int, s Subject) string {
 // its keys' Redis Cluster hash tag, so every rule keyed on the same
 // dimensions and values shares one slot.
 func (g *Guard) hashValues(dims, values []string) string {
-	m := g.macs.Get().(hash.Hash)
-	m.Reset()
+	m := g.macs.Get().(*macState)
+	b := m.buf[:0]
 	for i, dim := range dims {
-		m.Write([]byte(dim))
-		m.Write([]byte{0})
-		m.Write([]byte(values[i]))
-		m.Write([]byte{0})
+		b = append(b, dim...)
+		b = append(b, 0)
+		b = append(b, values[i]...)
+		b = append(b, 0)
 	}
-	var sum [sha256.Size]byte
 	var out [22]byte
-	base64.RawURLEncoding.Encode(out[:], m.Sum(sum[:0])[:16])
+	base64.RawURLEncoding.Encode(out[:], m.sum(b)[:16])
 	g.macs.Put(m)
 	return string(out[:])
 }
@@ -839,14 +845,31 @@ func (g *Guard) hashValues(dims, values []string) string {
 // valueHash names one value of a distinct rule's `of` dimension inside its
 // set: 64 bits of keyed hash, enough to tell the values of one window apart.
 func (g *Guard) valueHash(dim, value string) string {
-	m := g.macs.Get().(hash.Hash)
-	m.Reset()
-	m.Write([]byte("of\x00" + dim + "\x00" + value))
-	var sum [sha256.Size]byte
+	m := g.macs.Get().(*macState)
+	b := append(m.buf[:0], "of\x00"...)
+	b = append(b, dim...)
+	b = append(b, 0)
+	b = append(b, value...)
 	var out [11]byte
-	base64.RawURLEncoding.Encode(out[:], m.Sum(sum[:0])[:8])
+	base64.RawURLEncoding.Encode(out[:], m.sum(b)[:8])
 	g.macs.Put(m)
 	return string(out[:])
+}
+
+// macState is a keyed HMAC-SHA256 with its input and output buffers, kept
+// in a pool so that hashing a subject allocates nothing but the result.
+type macState struct {
+	h   hash.Hash
+	buf []byte
+	out [sha256.Size]byte
+}
+
+// sum is the HMAC of b, which becomes the state's input buffer.
+func (m *macState) sum(b []byte) []byte {
+	m.buf = b
+	m.h.Reset()
+	m.h.Write(b)
+	return m.h.Sum(m.out[:0])
 }
 
 // has reports whether the subject has a value for dim (as dimension would

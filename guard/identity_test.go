@@ -281,6 +281,14 @@ func TestTagsAreKeyedAnd128Bits(t *testing.T) {
 	if got, _ := a.tags([]*rule{a.byAction["otp.send"][0]}, s); got[0] != want {
 		t.Errorf("tag %q, want HMAC-SHA256/128 %q", got[0], want)
 	}
+	// A distinct rule's value names: the first 64 bits of the same HMAC
+	// over "of", the dimension and the value.
+	m.Reset()
+	m.Write([]byte("of\x00ip\x00203.0.113.9"))
+	want = base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:8])
+	if got := a.valueHash("ip", "203.0.113.9"); got != want {
+		t.Errorf("value hash %q, want HMAC-SHA256/64 %q", got, want)
+	}
 }
 
 type nopStore struct{}

@@ -51,6 +51,9 @@ type library struct {
 	functions string            // the FUNCTION LOAD text
 	scripts   map[string]string // entry -> EVAL text
 	shas      map[string]string // entry -> SHA-1 of its EVAL text
+	// the first two words of a call, boxed once: entry -> function name
+	// (FCALL), entry -> SHA-1 (EVALSHA)
+	fcalls, evals map[string]any
 }
 
 // modes holds, per client, how the library runs on its server(s): a
@@ -68,12 +71,14 @@ func modeOf(c Client) *atomic.Int32 {
 
 func newLibrary() *library {
 	sum := sha256.Sum256([]byte(librarySource))
-	l := &library{version: "og_" + hex.EncodeToString(sum[:6]), scripts: map[string]string{}, shas: map[string]string{}}
+	l := &library{version: "og_" + hex.EncodeToString(sum[:6]), scripts: map[string]string{}, shas: map[string]string{},
+		fcalls: map[string]any{}, evals: map[string]any{}}
 	l.functions = "#!lua name=" + l.version + "\nlocal ENTRY = nil\nlocal VERSION = '" + l.version + "'\n" + librarySource
 	for _, e := range []string{entryBatch, entryCodePut, entryCodeCheck} {
 		src := "local ENTRY = '" + e + "'\nlocal VERSION = nil\n" + librarySource
 		sha := sha1.Sum([]byte(src))
 		l.scripts[e], l.shas[e] = src, hex.EncodeToString(sha[:])
+		l.fcalls[e], l.evals[e] = l.version+"_"+e, l.shas[e]
 	}
 	return l
 }
@@ -146,9 +151,9 @@ func (onceCmd) NoRetry() bool { return true }
 func (l *library) cmd(ctx context.Context, mode *atomic.Int32, c caller, entry string, keys []string, args []any) *redis.Cmd {
 	all := make([]any, 0, 3+len(keys)+len(args))
 	if mode.Load() == modeFunctions {
-		all = append(all, "fcall", l.version+"_"+entry, len(keys))
+		all = append(all, "fcall", l.fcalls[entry], len(keys))
 	} else {
-		all = append(all, "evalsha", l.shas[entry], len(keys))
+		all = append(all, "evalsha", l.evals[entry], len(keys))
 	}
 	for _, k := range keys {
 		all = append(all, k)
