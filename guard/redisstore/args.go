@@ -27,11 +27,12 @@ func stateKey(op *guard.Op) string {
 	return keyPrefix + op.Tag + "}" + op.Spec.ID
 }
 
-// The per-op argument fields, in the order otpguard.lua names them:
-// KIND, SPEC, COST, EXTRA, MEMBER, AT. SPEC is a rule's unchanging
-// arguments in one string, "alg|limit|window|enforce|field|ttl|lock",
-// encoded once per Spec here and parsed once per node there.
-const argsPerOp = 6
+// The per-op arguments, in the order otpguard.lua names them: SPEC, DYN.
+// SPEC is a rule's unchanging arguments in one string,
+// "alg|limit|window|enforce|field|ttl|lock", encoded once per Spec here and
+// parsed once per node there; DYN the op's own, "kind|cost|extra|member|at",
+// or the kind alone when the others are 1, 0, "", 0 (most takes).
+const argsPerOp = 2
 
 // static is a Spec's unchanging argument, boxed once.
 type static struct {
@@ -80,24 +81,6 @@ func staticOf(s *guard.Spec) *static {
 	return st
 }
 
-// Small numbers boxed once: most costs, extras and ats are these.
-var smallInts = func() [64]any {
-	var a [64]any
-	for i := range a {
-		a[i] = strconv.Itoa(i)
-	}
-	return a
-}()
-
-func intArg(n int64) any {
-	if n >= 0 && n < int64(len(smallInts)) {
-		return smallInts[n]
-	}
-	return strconv.FormatInt(n, 10)
-}
-
-var emptyArg any = ""
-
 var kindArgs = map[guard.OpKind]any{}
 
 func init() {
@@ -121,9 +104,9 @@ func appendOp(keys []string, args []any, op *guard.Op) ([]string, []any) {
 	case !op.At.IsZero():
 		at = op.At.UnixMicro()
 	}
-	member := emptyArg
-	if op.Member != "" {
-		member = op.Member
+	if op.Cost == 1 && op.Extra == 0 && op.Member == "" && at == 0 {
+		return keys, append(args, st.spec, kindArgs[op.Kind])
 	}
-	return keys, append(args, kindArgs[op.Kind], st.spec, intArg(op.Cost), intArg(op.Extra), member, intArg(at))
+	dyn := string(op.Kind) + "|" + strconv.FormatInt(op.Cost, 10) + "|" + strconv.FormatInt(op.Extra, 10) + "|" + op.Member + "|" + strconv.FormatInt(at, 10)
+	return keys, append(args, st.spec, dyn)
 }

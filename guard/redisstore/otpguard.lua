@@ -422,8 +422,8 @@ end
 -- [1] the number of ops, then NA fields per op, named below (the Go side
 -- writes them in this order: see args.go).
 
-local KIND, SPEC, COST, EXTRA, MEMBER, AT = 1, 2, 3, 4, 5, 6
-local NA = 6
+local SPEC, DYN = 1, 2
+local NA = 2
 
 -- A rule's unchanging arguments come as one string,
 -- "alg|limit|window|enforce|field|ttl|lock" (lock: "initial factor max
@@ -466,8 +466,17 @@ local function parse(keys, args)
     local op = ops[i]
     if not op then op = {c = 0, e = 0, ok = false, fresh = false}; ops[i] = op end
     setmetatable(op, sp.mt)
-    op.kind, op.cost, op.extra = args[b + KIND], tonumber(args[b + COST]), tonumber(args[b + EXTRA])
-    op.member, op.at, op.key, op.held, op.seen = args[b + MEMBER], tonumber(args[b + AT]), keys[k], 0, false
+    -- DYN: the op's own arguments, "kind|cost|extra|member|at", or the
+    -- kind alone for the common case (cost 1, no extra, member or at)
+    local d = args[b + DYN]
+    if #d == 1 then
+      op.kind, op.cost, op.extra, op.member, op.at = d, 1, 0, '', 0
+    else
+      local kind, cost, extra, member, at = string.match(d, '^(%a)|(%d+)|(%d+)|([^|]*)|(%d+)$')
+      if not kind then return nil, 'otpguard: bad op arguments ' .. d end
+      op.kind, op.cost, op.extra, op.member, op.at = kind, tonumber(cost), tonumber(extra), member, tonumber(at)
+    end
+    op.key, op.held, op.seen = keys[k], 0, false
     k = k + 1
     if sp.lock then
       if sp.packed then
@@ -502,7 +511,8 @@ end
 local function batch(keys, args)
   clock()
   H, W, T = nil, nil, nil -- made when a rule first needs them
-  local n = parse(keys, args)
+  local n, err = parse(keys, args)
+  if not n then return redis.error_reply(err) end
   local ops = OPS
   local out = {0, now}
 

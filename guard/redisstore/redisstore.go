@@ -189,7 +189,7 @@ func (s *Store) group(ops []guard.Op) []*group {
 			g.idx[i] = i
 			g.keys, g.args = appendOp(g.keys, g.args, &ops[i])
 		}
-		g.args[0] = intArg(int64(len(ops)))
+		g.args[0] = len(ops)
 		return []*group{g}
 	}
 	var groups []*group
@@ -209,7 +209,7 @@ func (s *Store) group(ops []guard.Op) []*group {
 		g.keys, g.args = appendOp(g.keys, g.args, &ops[i])
 	}
 	for _, g := range groups {
-		g.args[0] = intArg(int64(len(g.idx)))
+		g.args[0] = len(g.idx)
 	}
 	return groups
 }
