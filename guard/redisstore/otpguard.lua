@@ -233,17 +233,21 @@ A.tb = {
 
 -- sliding_window: two counters of windows aligned on multiples of the
 -- window; the previous one weighted by the part still inside the sliding
--- window, rounded up (errs towards denying). Fields <id>w (window start),
+-- window, rounded up (errs towards denying). Fields <id>w (the window's
+-- number: its start / window),
 -- <id>c, <id>p; the rule's own hash uses the bare letters.
 A.sw = {
   read = function(op)
     local win = op.window
     op.ws = now - mod(now, win)
+    -- w is the window's number (its start / window): a smaller integer
+    -- than the start in µs, so fewer bytes in the hash
     local w = hget(op.key, op.f .. 'w') or -1
     local c = hget(op.key, op.f .. 'c') or 0
+    local idx = op.ws / win
     op.cur, op.prev = 0, 0
-    if w == op.ws then op.cur, op.prev = c, hget(op.key, op.f .. 'p') or 0
-    elseif w == op.ws - win then op.prev = c end
+    if w == idx then op.cur, op.prev = c, hget(op.key, op.f .. 'p') or 0
+    elseif w == idx - 1 then op.prev = c end
   end,
   check = function(op, cost)
     A.sw.read(op)
@@ -272,7 +276,7 @@ A.sw = {
   put = function(op, cur)
     local ttl = op.ttl
     if not op.packed then ttl = op.ws + 2 * op.window - now end
-    hput(op.key, op.f .. 'w', op.ws, ttl)
+    hput(op.key, op.f .. 'w', op.ws / op.window, ttl)
     hput(op.key, op.f .. 'c', cur, ttl)
     hput(op.key, op.f .. 'p', op.prev, ttl)
   end,

@@ -434,6 +434,14 @@ func (b *bench) memory(ctx context.Context) error {
 		{"distinct (1 value)", `[{name: r, action: mem, key: [destination], of: ip, limit: 100, window: 1h, algorithm: distinct}]`},
 		{"fixed_window + token_bucket, one key (packed)", `[{name: a, action: mem, key: [destination], limit: 100, window: 1h},
   {name: b, action: mem, key: [destination], limit: 1000, window: 24h, algorithm: token_bucket}]`},
+		{"fixed_window ×2 (hour, day), one key (packed)", `[{name: a, action: mem, key: [destination], limit: 100, window: 1h},
+  {name: b, action: mem, key: [destination], limit: 1000, window: 24h}]`},
+		{"token_bucket ×2, one key (packed)", `[{name: a, action: mem, key: [destination], limit: 100, window: 1h, algorithm: token_bucket},
+  {name: b, action: mem, key: [destination], limit: 1000, window: 24h, algorithm: token_bucket}]`},
+		{"sliding_window ×2, one key (packed)", `[{name: a, action: mem, key: [destination], limit: 100, window: 1h, algorithm: sliding_window},
+  {name: b, action: mem, key: [destination], limit: 1000, window: 24h, algorithm: sliding_window}]`},
+		{"fixed_window ×3 (minute, hour, day), one key (packed)", `[{name: a, action: mem, key: [destination], limit: 10, window: 1m},
+  {name: b, action: mem, key: [destination], limit: 100, window: 1h}, {name: c, action: mem, key: [destination], limit: 1000, window: 24h}]`},
 	} {
 		if err := c.FlushAll(ctx).Err(); err != nil {
 			return err
