@@ -257,14 +257,19 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 		return Decision{}, fmt.Errorf("guard: cost %d: %w", n, ErrInvalidInput)
 	}
 	rules := g.match(req)
-	d := Decision{Allowed: true, Rules: make([]Result, len(rules))}
 	if len(rules) == 0 {
-		return d, nil
+		return Decision{Allowed: true, Rules: []Result{}}, nil
 	}
 	if err := g.hasDims(rules, req.Subject); err != nil {
 		return Decision{}, err
 	}
-	tags := make([]string, len(rules))
+	var tagBuf [8]string // most actions have a few rules: no allocation
+	tags := tagBuf[:0]
+	if len(rules) <= len(tagBuf) {
+		tags = tagBuf[:len(rules)]
+	} else {
+		tags = make([]string, len(rules))
+	}
 	now := g.clock()
 	if g.cache != nil {
 		// rule by rule, hashing only as far as the first remembered denial:
@@ -282,6 +287,7 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 		g.tag(rules, tags, i, req.Subject)
 	}
 
+	d := Decision{Allowed: true, Rules: make([]Result, len(rules))}
 	ops := make([]Op, 0, len(rules))
 	at := make([]int, 0, len(rules)) // the rule of each op
 	var local []int                  // rules paid from a local lease
