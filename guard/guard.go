@@ -264,7 +264,7 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 		return Decision{}, err
 	}
 	var tagBuf [8]string // most actions have a few rules: no allocation
-	tags := tagBuf[:0]
+	var tags []string
 	if len(rules) <= len(tagBuf) {
 		tags = tagBuf[:len(rules)]
 	} else {
