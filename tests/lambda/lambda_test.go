@@ -202,13 +202,7 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 
 	for file, s := range samples {
 		t.Run(s.fn, func(t *testing.T) {
-			exe := filepath.Join(bin, s.fn)
-			build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", exe, "./functions/"+s.fn)
-			build.Dir = root
-			build.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("build %s: %v\n%s", s.fn, err, out)
-			}
+			exe := buildBootstrap(t, bin, s.fn)
 			api := newRuntimeAPI()
 			defer api.Close()
 			cmd := exec.Command(exe)
@@ -387,13 +381,7 @@ func BenchmarkInit(b *testing.B) {
 	bin := b.TempDir()
 	for _, fn := range []string{"verify", "send", "login"} {
 		b.Run(fn, func(b *testing.B) {
-			exe := filepath.Join(bin, fn)
-			build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", exe, "./functions/"+fn)
-			build.Dir = root
-			build.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := build.CombinedOutput(); err != nil {
-				b.Fatalf("build %s: %v\n%s", fn, err, out)
-			}
+			exe := buildBootstrap(b, bin, fn)
 			var inits []time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -442,13 +430,7 @@ func TestPackageInitIsLean(t *testing.T) {
 	const maxTotal, maxPhone = 1 << 20, 512 << 10
 	bin := t.TempDir()
 	for _, fn := range []string{"verify", "send", "login"} {
-		exe := filepath.Join(bin, fn)
-		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", exe, "./functions/"+fn)
-		build.Dir = root
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", fn, err, out)
-		}
+		exe := buildBootstrap(t, bin, fn)
 		cmd := exec.Command(exe)
 		cmd.Env = []string{"GODEBUG=inittrace=1"}
 		out, _ := cmd.CombinedOutput()
@@ -477,4 +459,18 @@ func TestPackageInitIsLean(t *testing.T) {
 			t.Errorf("%s: package init allocates %d bytes (phonenumbers %d); budget %d (%d)", fn, total, phone, maxTotal, maxPhone)
 		}
 	}
+}
+
+// buildBootstrap builds function fn's bootstrap into dir as make build does
+// (for this machine's platform) and returns its path.
+func buildBootstrap(tb testing.TB, dir, fn string) string {
+	tb.Helper()
+	exe := filepath.Join(dir, fn)
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", exe, "./functions/"+fn)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		tb.Fatalf("build %s: %v\n%s", fn, err, out)
+	}
+	return exe
 }
