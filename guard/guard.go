@@ -794,7 +794,7 @@ func (g *Guard) hasDims(rules []*rule, s Subject) error {
 	for _, r := range rules {
 		for _, dim := range r.dims {
 			if !has(dim, s) {
-				return fmt.Errorf("rule %s: %w: the request has no %s", r.Name, ErrInvalidInput, dim)
+				return fmt.Errorf("rule %s: %w", r.Name, missing(dim))
 			}
 		}
 	}
@@ -899,35 +899,30 @@ func has(dim string, s Subject) bool {
 }
 
 func (g *Guard) dimension(dim string, s Subject) (string, error) {
-	var v string
+	if !has(dim, s) {
+		return "", missing(dim)
+	}
 	switch dim {
 	case "destination":
-		v = s.Destination.Key
+		return s.Destination.Key, nil
 	case "country":
-		v = s.Destination.Country
+		return s.Destination.Country, nil
 	case "prefix":
-		v = s.Destination.Prefix
+		return s.Destination.Prefix, nil
 	case "account":
-		v = s.Account
+		return s.Account, nil
 	case "ip":
-		if s.IP.IsValid() {
-			v = IPKey(s.IP, g.ipv6Bits)
-		}
-	case "ip/56", "ip/48":
-		if s.IP.IsValid() {
-			bits := 56
-			if dim == "ip/48" {
-				bits = 48
-			}
-			v = IPKey(s.IP, bits)
-		}
-	case "global":
-		return "", nil
+		return IPKey(s.IP, g.ipv6Bits), nil
+	case "ip/56":
+		return IPKey(s.IP, 56), nil
+	case "ip/48":
+		return IPKey(s.IP, 48), nil
 	}
-	if v == "" {
-		return "", fmt.Errorf("%w: the request has no %s", ErrInvalidInput, dim)
-	}
-	return v, nil
+	return "", nil // global
+}
+
+func missing(dim string) error {
+	return fmt.Errorf("%w: the request has no %s", ErrInvalidInput, dim)
 }
 
 // newID returns 96 random bits, base64url: lease and log-entry names.
