@@ -162,7 +162,7 @@ A.fw = {
 -- the TTL (PEXPIRE when the key is new), two commands where check then
 -- commit needs three (PTTL, GET, INCRBY). A take that goes over, or that
 -- a later rule's denial makes moot, is given back in the same call
--- (fw_undo), so nothing outside the call ever sees it.
+-- (A.fw.undo), so nothing outside the call ever sees it.
 local function fw_take(op, cost)
   local c = redis.call('INCRBY', op.key, cost)
   op.fresh = c == cost
@@ -449,6 +449,8 @@ local function spec(s)
   -- an op reads its rule's fields through this metatable: a call builds
   -- a small table per op, not a copy of the spec
   sp.mt = {__index = sp}
+  -- a take of this rule runs take-first (fw_take)
+  sp.takefirst = alg == 'fw' and not sp.packed and not sp.lock
   if NSPECS >= 1024 then SPECS, NSPECS = {}, 0 end
   SPECS[s], NSPECS = sp, NSPECS + 1
   return sp
@@ -468,7 +470,7 @@ local function parse(keys, args)
     local b = 1 + (i - 1) * NA
     local sp = spec(args[b + SPEC])
     local op = ops[i]
-    if not op then op = {c = 0, e = 0, ok = false, fresh = false}; ops[i] = op end
+    if not op then op = {c = 0, e = 0, fresh = false}; ops[i] = op end
     setmetatable(op, sp.mt)
     -- DYN: the op's own arguments, "kind|cost|extra|member|at", or the
     -- kind alone for the common case (cost 1, no extra, member or at)
@@ -530,14 +532,13 @@ local function batch(keys, args)
         out[j + 1] = 2
       else
         local ok, rem, reset, retry, locked
-        if op.kind == 't' and op.alg == 'fw' and not op.packed and not op.lock and op.cost > 0 then
+        if op.kind == 't' and op.takefirst and op.cost > 0 then
           ok, rem, reset, retry = fw_take(op, op.cost)
           locked = false
         else
           ok, rem, reset, retry, locked = check(op, op.cost)
         end
         out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = ok and 1 or 0, rem, reset, retry, locked and 1 or 0
-        op.ok = ok
         if op.enforce and not ok then allowed = false end
       end
     end
