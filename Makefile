@@ -27,19 +27,23 @@ run:
 	$(GO) run ./cmd/otpguard
 
 ## test: vet, staticcheck and every test, against real redis-server and Redis Cluster
+## (the product module, then the tests module: e2e, lambda, deploy, faults)
 test: redis-server cognito-local vet lint
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /tests/faults)
+	$(GO) test -race -count=1 ./...
+	cd tests && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /faults)
 	@# The fault campaign prints its figures (toxiproxy table, failover): verbose, without the RUN lines.
-	$(GO) test -race -count=1 -v ./tests/faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS' ; test $${PIPESTATUS[0]} -eq 0
-	cd tests/bench && $(GO) vet ./...
+	cd tests && $(GO) test -race -count=1 -v ./faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS' ; test $${PIPESTATUS[0]} -eq 0
 	third_party/phonenumbers/upstream-tests.sh
 
+# The product module, and the test and tool modules beside it (tests/,
+# tests/bench), each with its own go.mod so the product carries only the product.
+MODULES := . tests tests/bench
+
 vet:
-	$(GO) vet ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint:
-	$(GO) run $(STATICCHECK) ./...
-	cd tests/bench && $(GO) run $(STATICCHECK) ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
 ## bench: otpguard side by side with redis_rate, ulule/limiter, throttled and a raw Lua floor on
 ## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases); then the
@@ -47,7 +51,7 @@ lint:
 bench: redis-server
 	cd tests/bench && $(GO) run . -duration 3s -rounds 5
 	$(GO) test -run '^$$' -bench Allow -benchmem ./guard/redisstore
-	$(GO) test -run '^$$' -bench Init -benchtime 21x ./tests/lambda
+	cd tests && $(GO) test -run '^$$' -bench Init -benchtime 21x ./lambda
 
 ## fuzz: each Go fuzz target for FUZZTIME (default 30s); make test runs their seed corpora
 FUZZTIME ?= 30s
@@ -62,7 +66,7 @@ fuzz:
 ## heap and goroutines at start and end, keys without a TTL, 5xx, p99 per minute
 SOAK ?= 2m
 soak: redis-server
-	$(GO) run ./tests/soak -duration $(SOAK)
+	cd tests && $(GO) run ./soak -duration $(SOAK)
 
 ## simulate: a simulated day of users and attacks under the default config, one rule, no guard
 ## (and CONFIG=path, yours): the table on stdout, a report with charts in dist/simulate

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -9,23 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -36,7 +23,7 @@ func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {
 	l.Close()
 	env := map[string]string{"GUARD_ADDR": addr}
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
+	var out testutil.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, func(k string) string { return env[k] }, &out, io.Discard) }()
 

@@ -20,6 +20,7 @@ import (
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/localredis"
 	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testutil"
 )
 
 var (
@@ -845,7 +846,7 @@ func TestClusterRefund(t *testing.T) {
   - {name: per-ip, action: test, key: [ip], limit: 10, window: 1h, onStoreError: allow}
 `
 	hook := &failNth{nth: 3}
-	var logs syncBuffer
+	var logs testutil.Buffer
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true, MaxRetries: -1,
 		NewClient: func(opt *redis.Options) *redis.Client {
 			c := redis.NewClient(opt)
@@ -898,19 +899,6 @@ func TestClusterRefund(t *testing.T) {
 	}
 	flush(t, rdb)
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestRealRedisRunsTheFunctionLibrary: a Redis 7 server runs the library
 // as FUNCTIONs (built once per node), not as per-call EVALSHA scripts.

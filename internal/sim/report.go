@@ -2,16 +2,13 @@ package sim
 
 import (
 	"fmt"
-	"image/color"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
+	"github.com/otpguard/otpguard/internal/svgchart"
 )
 
 // Table renders results side by side: per attack, what succeeded (and the
@@ -65,6 +62,10 @@ func pct(n, of int) string {
 // and legitimate requests refused, per hour of the day, per config.
 func Charts(results []*Result, dir string) ([]string, error) {
 	var files []string
+	hours := make([]string, 24)
+	for h := range hours {
+		hours[h] = fmt.Sprint(h)
+	}
 	for _, c := range []struct {
 		name, title string
 		series      func(r *Result) [24]int
@@ -72,30 +73,17 @@ func Charts(results []*Result, dir string) ([]string, error) {
 		{"attack-admitted.svg", "attack requests admitted per hour", func(r *Result) [24]int { return r.AttackAdmitted }},
 		{"users-refused.svg", "legitimate requests refused per hour", func(r *Result) [24]int { return r.UsersRefused }},
 	} {
-		p := plot.New()
-		p.Title.Text = c.title
-		p.X.Label.Text = "hour of the day"
-		p.Y.Label.Text = "requests"
-		for i, r := range results {
+		ch := svgchart.Chart{Title: c.title, XLabels: hours, XTitle: "hour of the day", YTitle: "requests"}
+		for _, r := range results {
 			s := c.series(r)
-			pts := make(plotter.XYs, 24)
+			v := make([]float64, 24)
 			for h := range 24 {
-				pts[h].X, pts[h].Y = float64(h), float64(s[h])
+				v[h] = float64(s[h])
 			}
-			l, err := plotter.NewLine(pts)
-			if err != nil {
-				return nil, err
-			}
-			l.Color = plotutil.Color(i)
-			l.Dashes = plotutil.Dashes(i)
-			l.Width = vg.Points(1.5)
-			p.Add(l)
-			p.Legend.Add(r.Config, l)
+			ch.Series = append(ch.Series, svgchart.Series{Label: r.Config, Values: v})
 		}
-		p.Legend.Top = true
-		p.BackgroundColor = color.White
 		path := filepath.Join(dir, c.name)
-		if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+		if err := os.WriteFile(path, []byte(ch.SVG()), 0o644); err != nil {
 			return nil, err
 		}
 		files = append(files, path)

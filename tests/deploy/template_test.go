@@ -193,7 +193,7 @@ func TestEveryEnvVarAFunctionReadsIsSet(t *testing.T) {
 
 func TestPoliciesNameOnlyTheActionsTheFunctionUses(t *testing.T) {
 	for _, f := range functions(t) {
-		out, err := exec.Command("go", "list", "-tags", "lambda.norpc", "-deps", "github.com/otpguard/otpguard/functions/"+f.dir).Output()
+		out, err := goList(f.dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 	"github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider/types"
+	"github.com/otpguard/otpguard/internal/testutil"
 )
 
 // cognitoLocal starts cognito-local (installed by make cognito-local) on
@@ -44,7 +45,7 @@ func cognitoLocal(t *testing.T) (string, *cip.Client) {
 	cmd := exec.Command(bin)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "HOST=127.0.0.1")
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

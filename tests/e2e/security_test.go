@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard/token"
+	"github.com/otpguard/otpguard/internal/testutil"
 )
 
 // The regression tests of issue 8: holes an outside probe found in the OTP
@@ -69,7 +70,7 @@ func TestInstancesOnOneRedisShareTheirSecrets(t *testing.T) {
 		want string
 	}{
 		{[]string{"REDIS_URL=" + url}, "GUARD_SECRET is required with REDIS_URL"},
-		{[]string{"REDIS_URL=" + url, "GUARD_SECRET=" + randomSecret()}, "GUARD_SIGNING_KEY is required with REDIS_URL"},
+		{[]string{"REDIS_URL=" + url, "GUARD_SECRET=" + testutil.RandomSecret()}, "GUARD_SIGNING_KEY is required with REDIS_URL"},
 	} {
 		cmd := exec.Command(binary)
 		cmd.Env = append([]string{"GUARD_ADDR=127.0.0.1:0", "PATH=/usr/bin:/bin"}, c.env...)
@@ -82,7 +83,7 @@ func TestInstancesOnOneRedisShareTheirSecrets(t *testing.T) {
 	// both admit the limit of 2, a code sent through one verifies through
 	// the other, and its token checks against either's JWKS.
 	flush(t, single.Client())
-	shared := []string{"GUARD_SECRET=" + randomSecret(), "GUARD_SIGNING_KEY=" + randomSecret()}
+	shared := []string{"GUARD_SECRET=" + testutil.RandomSecret(), "GUARD_SIGNING_KEY=" + testutil.RandomSecret()}
 	a := start(t, url, "", shared...)
 	b := start(t, url, "", shared...)
 	accepted := 0

@@ -4,10 +4,7 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testutil"
 )
 
 var (
@@ -43,7 +41,7 @@ func TestMain(m *testing.M) {
 		binary = filepath.Join(dir, "otpguard")
 		if b := os.Getenv("E2E_BINARY"); b != "" {
 			binary = b // another build of the server: to see a regression test fail on it
-		} else if out, err := exec.Command("go", "build", "-o", binary, "github.com/otpguard/otpguard/cmd/otpguard").CombinedOutput(); err != nil {
+		} else if out, err := buildServer(binary); err != nil {
 			fmt.Fprintf(os.Stderr, "build otpguard: %v\n%s", err, out)
 			return 1
 		}
@@ -59,6 +57,14 @@ func TestMain(m *testing.M) {
 		defer cluster.Close()
 		return m.Run()
 	}())
+}
+
+// buildServer builds cmd/otpguard in the product module (its own go.mod
+// and versions, not this test module's), as `make run` builds it.
+func buildServer(out string) ([]byte, error) {
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/otpguard")
+	cmd.Dir = "../.."
+	return cmd.CombinedOutput()
 }
 
 // backend is a Redis the server runs against.
@@ -81,22 +87,9 @@ type server struct {
 	url     string
 	outbox  string
 	cmd     *exec.Cmd
-	logs    *syncBuffer
+	logs    *testutil.Buffer
 	http    *http.Client
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // start runs the program with REDIS_URL redisURL, an outbox file and, when
 // config is not empty, that GUARD_CONFIG document; extra is more
@@ -106,10 +99,10 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 func start(t *testing.T, redisURL, config string, extra ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
-	s := &server{outbox: filepath.Join(dir, "outbox.jsonl"), logs: &syncBuffer{}, http: &http.Client{Timeout: 10 * time.Second}}
+	s := &server{outbox: filepath.Join(dir, "outbox.jsonl"), logs: &testutil.Buffer{}, http: &http.Client{Timeout: 10 * time.Second}}
 	env := append(os.Environ(), "GUARD_ADDR=127.0.0.1:0", "OUTBOX_PATH="+s.outbox)
 	if redisURL != "" {
-		env = append(env, "REDIS_URL="+redisURL, "GUARD_SECRET="+randomSecret(), "GUARD_SIGNING_KEY="+randomSecret())
+		env = append(env, "REDIS_URL="+redisURL, "GUARD_SECRET="+testutil.RandomSecret(), "GUARD_SIGNING_KEY="+testutil.RandomSecret())
 	}
 	env = append(env, extra...)
 	s.environ = env
@@ -170,14 +163,6 @@ func (s *server) env(name string) string {
 		}
 	}
 	return ""
-}
-
-// randomSecret is 32 random bytes in base64: a GUARD_SECRET, or a
-// GUARD_SIGNING_KEY seed.
-func randomSecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return base64.StdEncoding.EncodeToString(b)
 }
 
 // reply is an HTTP answer, its body decoded.

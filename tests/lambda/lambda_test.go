@@ -26,6 +26,7 @@ import (
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/awsfake"
 	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testutil"
 )
 
 const root = "../.."
@@ -206,7 +207,7 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 			api := newRuntimeAPI()
 			defer api.Close()
 			cmd := exec.Command(exe)
-			var stdout, stderr syncBuffer
+			var stdout, stderr testutil.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			cmd.Env = []string{
 				"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"),
@@ -309,12 +310,9 @@ func toHeader(m map[string]string) http.Header {
 }
 
 // waitFor returns b's text once it holds want, or after 3 seconds.
-func waitFor(b *syncBuffer, want string) string {
-	deadline := time.Now().Add(3 * time.Second)
-	for !strings.Contains(b.String(), want) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	return b.String()
+func waitFor(b *testutil.Buffer, want string) string {
+	out, _ := b.WaitFor(want, 3*time.Second)
+	return out
 }
 
 func checkAnswer(t *testing.T, resp events.APIGatewayV2HTTPResponse, status int, check func(*testing.T, map[string]any)) {
@@ -347,21 +345,6 @@ func connectionsReceived(t *testing.T, rdb *redis.Client) int {
 	return 0
 }
 
-// syncBuffer is written by the process's output copiers and read by the
-// test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // BenchmarkInit starts the verify, send and login bootstraps b.N times each (at
 // least 20: make bench runs -benchtime=21x) under the Runtime API and
 // reports the median time from process start to the first
@@ -387,7 +370,7 @@ func BenchmarkInit(b *testing.B) {
 			for range b.N {
 				api := newRuntimeAPI()
 				cmd := exec.Command(exe)
-				var stderr syncBuffer
+				var stderr testutil.Buffer
 				cmd.Stderr = &stderr
 				cmd.Env = []string{
 					"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"),

@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testutil"
 )
 
 var (
@@ -57,7 +58,9 @@ func run() error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "otpguard")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/otpguard").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", bin, "./cmd/otpguard")
+	build.Dir = ".." // the product module, run from tests/ (make soak)
+	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
 	rs, err := redistest.Start()
@@ -70,8 +73,18 @@ func run() error {
 	if err := os.WriteFile(cfgPath, []byte("network: {trustedProxies: [127.0.0.0/8]}\n"), 0o600); err != nil {
 		return err
 	}
+	// Free ports, never fixed ones: another program may hold any port.
+	port, err := testutil.FreePort()
+	if err != nil {
+		return err
+	}
+	dport, err := testutil.FreePort()
+	if err != nil {
+		return err
+	}
+	debugURL = fmt.Sprintf("http://127.0.0.1:%d/debug/vars", dport)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "GUARD_ADDR=127.0.0.1:18080", "GUARD_DEBUG_ADDR=127.0.0.1:18081", "REDIS_URL=redis://"+rs.Addr,
+	cmd.Env = append(os.Environ(), fmt.Sprintf("GUARD_ADDR=127.0.0.1:%d", port), fmt.Sprintf("GUARD_DEBUG_ADDR=127.0.0.1:%d", dport), "REDIS_URL=redis://"+rs.Addr,
 		"GUARD_SECRET=soak-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
 		"OUTBOX_PATH="+filepath.Join(dir, "outbox.jsonl"), "GUARD_CONFIG="+cfgPath, "ADMIN_TOKEN=soak")
 	var logs bytes.Buffer
@@ -80,7 +93,7 @@ func run() error {
 		return err
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	base := "http://127.0.0.1:18080"
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	for deadline := time.Now().Add(15 * time.Second); ; {
 		if r, err := client.Get(base + "/healthz"); err == nil {
@@ -163,10 +176,13 @@ func post(c *http.Client, url, body, ip string) (int, string) {
 	return resp.StatusCode, string(raw)
 }
 
+// debugURL is the server's expvar page, on the port it was given.
+var debugURL string
+
 func debugVars(c *http.Client) (heap uint64, goroutines int, err error) {
 	// Collect first, so that the heap is what is live.
 	for range 2 {
-		resp, err := c.Get("http://127.0.0.1:18081/debug/vars")
+		resp, err := c.Get(debugURL)
 		if err != nil {
 			return 0, 0, err
 		}
