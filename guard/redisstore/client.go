@@ -1,10 +1,14 @@
 package redisstore
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +22,15 @@ import (
 // (ContextTimeoutEnabled), and connections are kept for reuse. Commands are
 // never retried by the client (MaxRetries -1): go-redis would resend a
 // script whose reply was lost, and the script may already have consumed.
+// Nor does it announce itself (CLIENT SETINFO, which Redis < 7.2 lacks):
+// the stack's cache user may run exactly the commands the store sends.
+//
+// A cluster client knows only the masters: the slot map it reads (CLUSTER
+// SLOTS, from the addresses given or a master it knows) is stripped of
+// replicas, so no replica is ever dialed. ElastiCache Serverless
+// advertises one on port 6380, which the stack's security groups keep
+// closed: go-redis would otherwise ask it for the slot map and the command
+// table now and then, and a decision would wait for its dial to time out.
 func NewClient(addrs string) (redis.UniversalClient, error) {
 	parts := strings.Split(addrs, ",")
 	if len(parts) == 1 && !strings.Contains(parts[0], "cluster=") {
@@ -28,9 +41,10 @@ func NewClient(addrs string) (redis.UniversalClient, error) {
 		opt.ContextTimeoutEnabled = true
 		opt.DialTimeout = time.Second
 		opt.MaxRetries = -1
+		opt.DisableIdentity = true
 		return redis.NewClient(opt), nil
 	}
-	copt := &redis.ClusterOptions{ContextTimeoutEnabled: true, DialTimeout: time.Second, MaxRetries: -1}
+	copt := &redis.ClusterOptions{ContextTimeoutEnabled: true, DialTimeout: time.Second, MaxRetries: -1, DisableIdentity: true}
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
 		if !strings.Contains(p, "://") {
@@ -50,6 +64,8 @@ func NewClient(addrs string) (redis.UniversalClient, error) {
 			copt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 	}
+	m := &masters{seeds: copt.Addrs, opt: copt}
+	copt.ClusterSlots = m.slots
 	return redis.NewClusterClient(copt), nil
 }
 
@@ -58,4 +74,74 @@ func atIf(b bool) string {
 		return "@"
 	}
 	return ""
+}
+
+// masters reads the cluster's slot map for a cluster client and keeps
+// only the masters: from the configured addresses first (the
+// configuration endpoint of a managed cluster), then from the masters of
+// the last map.
+type masters struct {
+	seeds []string
+	opt   *redis.ClusterOptions
+	mu    sync.Mutex
+	known []string
+	conns map[string]*redis.Client
+}
+
+func (m *masters) slots(ctx context.Context) ([]redis.ClusterSlot, error) {
+	m.mu.Lock()
+	addrs := append(shuffled(m.seeds), shuffled(m.known)...)
+	m.mu.Unlock()
+	var errs []error
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		slots, err := m.conn(a).ClusterSlots(ctx).Result()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", a, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		var known []string
+		for i := range slots {
+			if len(slots[i].Nodes) > 1 {
+				slots[i].Nodes = slots[i].Nodes[:1] // the master; never a replica
+			}
+			if len(slots[i].Nodes) == 1 {
+				known = append(known, slots[i].Nodes[0].Addr)
+			}
+		}
+		m.mu.Lock()
+		m.known = known
+		m.mu.Unlock()
+		return slots, nil
+	}
+	return nil, fmt.Errorf("read the cluster's slot map: %w", errors.Join(errs...))
+}
+
+// conn is a one-connection client of addr for reading the slot map.
+func (m *masters) conn(addr string) *redis.Client {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.conns[addr]; c != nil {
+		return c
+	}
+	if m.conns == nil {
+		m.conns = map[string]*redis.Client{}
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, Username: m.opt.Username, Password: m.opt.Password, TLSConfig: m.opt.TLSConfig,
+		DialTimeout: m.opt.DialTimeout, ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+	m.conns[addr] = c
+	return c
+}
+
+func shuffled(s []string) []string {
+	out := append([]string(nil), s...)
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
 }

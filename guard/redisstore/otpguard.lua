@@ -8,9 +8,12 @@
 -- <VERSION>_<name>. Elsewhere (miniredis, older servers) it runs as one
 -- EVALSHA script per entry, with `local ENTRY = '<name>'` prepended.
 --
--- Time is the server's TIME in integer microseconds. Every value stored is
--- an integer (formatted with %d: tostring would round 16 digits), and every
--- key gets its TTL in the same call that writes it.
+-- Time is the server's TIME in integer microseconds. Where a script may not
+-- call TIME (ElastiCache Serverless refuses it), the client passes the
+-- server's time instead, estimated from a TIME outside the script (see
+-- clock.go): every entry's ARGV[1] is that time, or empty. Every value
+-- stored is an integer (formatted with %d: tostring would round 16
+-- digits), and every key gets its TTL in the same call that writes it.
 
 -- The standard libraries are not reachable while a FUNCTION library loads
 -- (Redis 7.0): these are bound on the first call (once per library load,
@@ -34,11 +37,22 @@ local function mod(a, b)
   return r
 end
 
-local function clock()
+-- clock sets now: the time the client passed (t, µs), else the server's
+-- TIME. It is the first thing an entry does, so when it fails nothing has
+-- been written and the client may call again with the time.
+local function clock(t)
   if not floor then floor, ceil, max, min = math.floor, math.ceil, math.max, math.min end
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if t and t ~= '' then
+    now = tonumber(t)
+    return true
+  end
+  local ok, r = pcall(redis.call, 'TIME')
+  if not ok or type(r) ~= 'table' then return false end
+  now = tonumber(r[1]) * 1000000 + tonumber(r[2])
+  return true
 end
+
+local NOCLOCK = 'OTPGUARD_NOCLOCK scripts may not read TIME here: pass the time'
 
 ---------------------------------------------------------------------------
 -- Hashes. Packed rules keep their state as fields of one hash per subject
@@ -423,8 +437,9 @@ end
 ---------------------------------------------------------------------------
 -- batch: KEYS per op: its state key (the packed hash, or its own key),
 -- then its lockout hash when it has a lockout and is not packed. ARGV:
--- [1] the number of ops, then NA fields per op, named below (the Go side
--- writes them in this order: see args.go).
+-- [1] the time or empty (see clock), [2] the number of ops, then NA
+-- fields per op, named below (the Go side writes them in this order: see
+-- args.go).
 
 local SPEC, DYN = 1, 2
 local NA = 2
@@ -465,9 +480,9 @@ local OPS = {}
 
 local function parse(keys, args)
   local ops, k = OPS, 1
-  local n = tonumber(args[1])
+  local n = tonumber(args[2])
   for i = 1, n do
-    local b = 1 + (i - 1) * NA
+    local b = 2 + (i - 1) * NA
     local sp = spec(args[b + SPEC])
     local op = ops[i]
     if not op then op = {c = 0, e = 0, fresh = false}; ops[i] = op end
@@ -515,7 +530,7 @@ local function untake(op, out, j)
 end
 
 local function batch(keys, args)
-  clock()
+  if not clock(args[1]) then return redis.error_reply(NOCLOCK) end
   H, W, T = nil, nil, nil -- made when a rule first needs them
   local n, err = parse(keys, args)
   if not n then return redis.error_reply(err) end
@@ -619,28 +634,28 @@ end
 -- digest of the code, bound to the address it was sent to) and n (wrong
 -- attempts).
 
--- code_put: KEYS[1] the code key; ARGV: digest, TTL in ms. Replaces any
--- earlier code and its attempt count.
+-- code_put: KEYS[1] the code key; ARGV: the time (unused), digest, TTL in
+-- ms. Replaces any earlier code and its attempt count.
 local function code_put(keys, args)
   redis.call('DEL', keys[1])
-  redis.call('HSET', keys[1], 'h', args[1], 'n', 0)
-  redis.call('PEXPIRE', keys[1], args[2])
+  redis.call('HSET', keys[1], 'h', args[2], 'n', 0)
+  redis.call('PEXPIRE', keys[1], args[3])
   return 1
 end
 
--- code_check: KEYS[1] the code key; ARGV: digest, max attempts. Reply
--- {outcome, now}: 1 approved (the code is consumed), 2 wrong, 3 burned
--- (this wrong guess used the last attempt), 4 missing.
+-- code_check: KEYS[1] the code key; ARGV: the time or empty, digest, max
+-- attempts. Reply {outcome, now}: 1 approved (the code is consumed), 2
+-- wrong, 3 burned (this wrong guess used the last attempt), 4 missing.
 local function code_check(keys, args)
-  clock()
+  if not clock(args[1]) then return redis.error_reply(NOCLOCK) end
   local h = redis.call('HGET', keys[1], 'h')
   if not h then return {4, now} end
-  if h == args[1] then
+  if h == args[2] then
     redis.call('DEL', keys[1])
     return {1, now}
   end
   local n = redis.call('HINCRBY', keys[1], 'n', 1)
-  if n >= tonumber(args[2]) then
+  if n >= tonumber(args[3]) then
     redis.call('DEL', keys[1])
     return {3, now}
   end

@@ -65,9 +65,9 @@ func New(rdb Client, opts Options) *Store {
 
 var _ guard.Store = (*Store)(nil)
 
-// Preload loads the library on every node (every master of a cluster), so
-// that the first decisions do not pay for it. Call it at start-up; the
-// store loads it on first use and after a node lost it anyway.
+// Preload loads the library on every master (never a replica), so that
+// the first decisions do not pay for it. Call it at start-up; the store
+// loads it on first use and after a node lost it anyway.
 func (s *Store) Preload(ctx context.Context) error {
 	if err := lib().load(ctx, s.rdb); err != nil {
 		return storeErr(fmt.Errorf("load the otpguard library: %w", err))
@@ -77,7 +77,15 @@ func (s *Store) Preload(ctx context.Context) error {
 
 // Functions reports whether the library runs as a FUNCTION library
 // (false: EVALSHA scripts, or not loaded yet).
-func (s *Store) Functions() bool { return modeOf(s.rdb).Load() == modeFunctions }
+func (s *Store) Functions() bool { return serverOf(s.rdb).mode.Load() == modeFunctions }
+
+// Clock reports whether the store passes the server's time to its scripts
+// (the server refuses TIME inside them), and the largest error of that
+// time now (0 when the scripts read TIME themselves).
+func (s *Store) Clock() (passed bool, bound time.Duration) {
+	k := &serverOf(s.rdb).clock
+	return k.passed.Load(), k.bound()
+}
 
 // group is the ops of one hash tag and their places in the batch.
 type group struct {
@@ -214,57 +222,21 @@ func (s *Store) group(ops []guard.Op) []*group {
 	return groups
 }
 
-// run makes one call per group, pipelined when there are several, and
-// calls again the groups whose node lacked the code.
+// run makes one call per group, pipelined when there are several (see
+// library.exec).
 func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
-	if len(groups) == 1 {
-		v, err := lib().call(ctx, s.rdb, entryBatch, groups[0].keys, groups[0].args)
-		if err != nil {
-			return nil, err
-		}
-		return []any{v}, nil
+	calls := make([]*libCall, len(groups))
+	for i, g := range groups {
+		calls[i] = &libCall{entry: entryBatch, keys: g.keys, args: g.args}
 	}
-	mode := modeOf(s.rdb)
-	if mode.Load() == modeUnknown {
-		if err := lib().load(ctx, s.rdb); err != nil {
-			return nil, storeErr(fmt.Errorf("load the otpguard library: %w", err))
-		}
+	if err := lib().exec(ctx, s.rdb, calls); err != nil {
+		return nil, err
 	}
-	replies := make([]any, len(groups))
-	todo := groups
-	at := make([]int, len(groups))
-	for i := range at {
-		at[i] = i
+	replies := make([]any, len(calls))
+	for i, c := range calls {
+		replies[i] = c.reply
 	}
-	for attempt := 0; ; attempt++ {
-		p := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(todo))
-		for i, g := range todo {
-			cmds[i] = lib().cmd(ctx, mode, p, entryBatch, g.keys, g.args)
-		}
-		_, _ = p.Exec(ctx) // each command carries its own error
-		var again []*group
-		var againAt []int
-		for i, c := range cmds {
-			v, err := c.Result()
-			switch {
-			case err == nil:
-				replies[at[i]] = v
-			case missing(err) && attempt == 0:
-				again, againAt = append(again, todo[i]), append(againAt, at[i])
-			default:
-				noteFailure(s.rdb, err)
-				return nil, storeErr(err)
-			}
-		}
-		if len(again) == 0 {
-			return replies, nil
-		}
-		if err := lib().load(ctx, s.rdb); err != nil {
-			return nil, storeErr(fmt.Errorf("reload the otpguard library: %w", err))
-		}
-		todo, at = again, againAt
-	}
+	return replies, nil
 }
 
 // storeErr marks every failure to get an answer as ErrStoreUnavailable.

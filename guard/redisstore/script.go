@@ -26,12 +26,15 @@ const (
 	entryCodeCheck = "code_check"
 )
 
+var entries = []string{entryBatch, entryCodePut, entryCodeCheck}
+
 // Client is the part of go-redis the stores use; *redis.Client,
 // *redis.ClusterClient and *redis.Ring all fit.
 type Client interface {
 	redis.Scripter
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
 	FunctionLoad(ctx context.Context, code string) *redis.StringCmd
+	Time(ctx context.Context) *redis.TimeCmd
 	Pipeline() redis.Pipeliner
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
@@ -40,7 +43,7 @@ type Client interface {
 const (
 	modeUnknown   int32 = iota
 	modeFunctions       // a FUNCTION library, called with FCALL
-	modeScripts         // one script per entry, called with EVALSHA
+	modeScripts         // one script per entry, called with EVALSHA (EVAL when a node lacks it)
 )
 
 // library is otpguard.lua in its two forms. The function names carry a
@@ -52,33 +55,39 @@ type library struct {
 	scripts   map[string]string // entry -> EVAL text
 	shas      map[string]string // entry -> SHA-1 of its EVAL text
 	// the first two words of a call, boxed once: entry -> function name
-	// (FCALL), entry -> SHA-1 (EVALSHA)
-	fcalls, evals map[string]any
+	// (FCALL), entry -> SHA-1 (EVALSHA), entry -> source (EVAL)
+	fcalls, evalshas, evals map[string]any
 }
 
-// modes holds, per client, how the library runs on its server(s): a
-// process may talk to a Redis 7 (functions) and an embedded miniredis
-// (scripts) at once.
-var modes sync.Map // Client -> *atomic.Int32
+// server is what the store has learnt of one client's server(s): how the
+// library runs there, and, where scripts may not read TIME, the servers'
+// clock as seen from here. A process may talk to a Redis 7 (functions)
+// and an embedded miniredis (scripts) at once.
+type server struct {
+	mode  atomic.Int32
+	clock serverClock
+}
 
-func modeOf(c Client) *atomic.Int32 {
-	if m, ok := modes.Load(c); ok {
-		return m.(*atomic.Int32)
+var servers sync.Map // Client -> *server
+
+func serverOf(c Client) *server {
+	if s, ok := servers.Load(c); ok {
+		return s.(*server)
 	}
-	m, _ := modes.LoadOrStore(c, new(atomic.Int32))
-	return m.(*atomic.Int32)
+	s, _ := servers.LoadOrStore(c, new(server))
+	return s.(*server)
 }
 
 func newLibrary() *library {
 	sum := sha256.Sum256([]byte(librarySource))
 	l := &library{version: "og_" + hex.EncodeToString(sum[:6]), scripts: map[string]string{}, shas: map[string]string{},
-		fcalls: map[string]any{}, evals: map[string]any{}}
+		fcalls: map[string]any{}, evalshas: map[string]any{}, evals: map[string]any{}}
 	l.functions = "#!lua name=" + l.version + "\nlocal ENTRY = nil\nlocal VERSION = '" + l.version + "'\n" + librarySource
-	for _, e := range []string{entryBatch, entryCodePut, entryCodeCheck} {
+	for _, e := range entries {
 		src := "local ENTRY = '" + e + "'\nlocal VERSION = nil\n" + librarySource
 		sha := sha1.Sum([]byte(src))
 		l.scripts[e], l.shas[e] = src, hex.EncodeToString(sha[:])
-		l.fcalls[e], l.evals[e] = l.version+"_"+e, l.shas[e]
+		l.fcalls[e], l.evalshas[e], l.evals[e] = l.version+"_"+e, l.shas[e], src
 	}
 	return l
 }
@@ -86,45 +95,39 @@ func newLibrary() *library {
 // lib is shared by every store of the process: loading is per server.
 var lib = sync.OnceValue(newLibrary) // built on first use: not in every process's init
 
-// load installs the library on every node of c (every master of a
-// cluster) and settles the mode: functions where the server has them,
-// scripts otherwise.
+// load installs the library on every master of c (never a replica: a
+// replica refuses FUNCTION LOAD, and ElastiCache Serverless advertises
+// one on a port its security group keeps closed) and settles the mode:
+// functions where the server has them, scripts otherwise.
 func (l *library) load(ctx context.Context, c Client) error {
-	mode := modeOf(c)
-	each := func(ctx context.Context, n *redis.Client) error { return l.loadNode(ctx, n, mode) }
-	var err error
+	st := serverOf(c)
+	each := func(ctx context.Context, n *redis.Client) error { return l.loadNode(ctx, n, st) }
 	switch cc := c.(type) {
 	case *redis.ClusterClient:
-		err = cc.ForEachShard(ctx, each)
+		return cc.ForEachMaster(ctx, each)
 	case *redis.Ring:
-		err = cc.ForEachShard(ctx, each)
+		return cc.ForEachShard(ctx, each)
 	case *redis.Client:
-		err = each(ctx, cc)
-	default:
-		err = l.loadNode(ctx, c, mode)
+		return each(ctx, cc)
 	}
-	return err
+	return l.loadNode(ctx, c, st)
 }
 
-func (l *library) loadNode(ctx context.Context, c Client, mode *atomic.Int32) error {
-	if mode.Load() != modeScripts {
+func (l *library) loadNode(ctx context.Context, c Client, st *server) error {
+	if st.mode.Load() != modeScripts {
 		err := c.FunctionLoad(ctx, l.functions).Err()
 		switch {
 		case err == nil || strings.Contains(err.Error(), "already exists"):
-			mode.CompareAndSwap(modeUnknown, modeFunctions)
+			st.mode.CompareAndSwap(modeUnknown, modeFunctions)
 			return nil
 		case isNetworkError(err):
 			return err
-		case !noFunctions(err):
-			// The server has functions and refused the library: a bug in
-			// it, not a reason to run it as slower scripts unnoticed.
-			return fmt.Errorf("FUNCTION LOAD: %w", err)
 		}
-		// No functions here (miniredis, Redis < 7, a user not allowed
-		// them): scripts from now on, for every node.
-		mode.Store(modeScripts)
+		// No functions here (ElastiCache Serverless, miniredis, Redis < 7,
+		// a user not allowed them): scripts from now on, on every node.
+		st.mode.Store(modeScripts)
 	}
-	for _, e := range []string{entryBatch, entryCodePut, entryCodeCheck} {
+	for _, e := range entries {
 		if err := c.ScriptLoad(ctx, l.scripts[e]).Err(); err != nil {
 			return err
 		}
@@ -147,21 +150,113 @@ type onceCmd struct{ *redis.Cmd }
 // NoRetry implements redis.Cmder.
 func (onceCmd) NoRetry() bool { return true }
 
-// cmd queues or runs one call of entry on c (a client or a pipeline).
-func (l *library) cmd(ctx context.Context, mode *atomic.Int32, c caller, entry string, keys []string, args []any) *redis.Cmd {
-	all := make([]any, 0, 3+len(keys)+len(args))
-	if mode.Load() == modeFunctions {
-		all = append(all, "fcall", l.fcalls[entry], len(keys))
-	} else {
-		all = append(all, "evalsha", l.evals[entry], len(keys))
+// libCall is one call of an entry, and its outcome.
+type libCall struct {
+	entry string
+	keys  []string
+	args  []any // the entry's arguments after ARGV[1] (the time)
+	reply any
+}
+
+// how a call is sent: FCALL, EVALSHA, or EVAL with the whole source.
+type how int
+
+const (
+	byName how = iota // FCALL or EVALSHA, as the mode says
+	bySource
+)
+
+// cmd queues or runs one call on c (a client or a pipeline). at is ARGV[1].
+func (l *library) cmd(ctx context.Context, mode int32, h how, c caller, call *libCall, at string) *redis.Cmd {
+	all := make([]any, 0, 4+len(call.keys)+len(call.args))
+	switch {
+	case h == bySource:
+		all = append(all, "eval", l.evals[call.entry], len(call.keys))
+	case mode == modeFunctions:
+		all = append(all, "fcall", l.fcalls[call.entry], len(call.keys))
+	default:
+		all = append(all, "evalsha", l.evalshas[call.entry], len(call.keys))
 	}
-	for _, k := range keys {
+	for _, k := range call.keys {
 		all = append(all, k)
 	}
-	all = append(all, args...)
+	all = append(all, at)
+	all = append(all, call.args...)
 	cmd := redis.NewCmd(ctx, all...)
 	_ = c.Process(ctx, onceCmd{cmd}) // the error is cmd's
 	return cmd
+}
+
+// call runs one entry on c.
+func (l *library) call(ctx context.Context, c Client, entry string, keys []string, args []any) (any, error) {
+	lc := &libCall{entry: entry, keys: keys, args: args}
+	if err := l.exec(ctx, c, []*libCall{lc}); err != nil {
+		return nil, err
+	}
+	return lc.reply, nil
+}
+
+// exec runs calls on c, pipelined when there are several (one round trip
+// per node), and fills their replies. A call whose answer says it did not
+// run is sent again: a node that lacks the code (NOSCRIPT, or "Function
+// not found" on a node that restarted) gets the function library loaded
+// again, or the script by EVAL (which also caches it there); a server
+// whose scripts may not read TIME gets the time passed in. A call that
+// may have run (a lost reply, a timeout) is never sent again.
+func (l *library) exec(ctx context.Context, c Client, calls []*libCall) error {
+	st := serverOf(c)
+	if st.mode.Load() == modeUnknown {
+		if err := l.load(ctx, c); err != nil && isNetworkError(err) {
+			return storeErr(fmt.Errorf("load the otpguard library: %w", err))
+		} // a server that refuses loading still runs EVAL
+	}
+	todo, h := calls, byName
+	for attempt := 0; ; attempt++ {
+		at, err := st.clock.arg(ctx, c)
+		if err != nil {
+			return storeErr(fmt.Errorf("read the server's clock: %w", err))
+		}
+		mode := st.mode.Load()
+		cmds := make([]*redis.Cmd, len(todo))
+		if len(todo) == 1 {
+			cmds[0] = l.cmd(ctx, mode, h, c, todo[0], at)
+		} else {
+			p := c.Pipeline()
+			for i, lc := range todo {
+				cmds[i] = l.cmd(ctx, mode, h, p, lc, at)
+			}
+			_, _ = p.Exec(ctx) // each command carries its own error
+		}
+		var again []*libCall
+		lacked := false
+		for i, cmd := range cmds {
+			v, err := cmd.Result()
+			switch {
+			case err == nil:
+				todo[i].reply = v
+			case attempt < 3 && noClock(err):
+				st.clock.pass()
+				again = append(again, todo[i])
+			case attempt < 3 && missing(err):
+				again = append(again, todo[i])
+				lacked = true
+			default:
+				noteFailure(c, err)
+				return storeErr(err)
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		if lacked && h == byName {
+			// A function library is loaded again once (a node restarted
+			// empty); otherwise the script goes whole, by EVAL.
+			if mode != modeFunctions || attempt > 0 || l.load(ctx, c) != nil {
+				h = bySource
+			}
+		}
+		todo = again
+	}
 }
 
 // missing reports an error that says the call did not run because the
@@ -174,27 +269,10 @@ func missing(err error) bool {
 	return strings.HasPrefix(s, "NOSCRIPT") || strings.Contains(s, "Function not found")
 }
 
-// call runs entry on c, loading the library first when the mode is not
-// known yet, and once more after a node answered that it lacks the code.
-func (l *library) call(ctx context.Context, c Client, entry string, keys []string, args []any) (any, error) {
-	mode := modeOf(c)
-	if mode.Load() == modeUnknown {
-		if err := l.load(ctx, c); err != nil {
-			return nil, storeErr(fmt.Errorf("load the otpguard library: %w", err))
-		}
-	}
-	v, err := l.cmd(ctx, mode, c, entry, keys, args).Result()
-	if missing(err) {
-		if err := l.load(ctx, c); err != nil {
-			return nil, storeErr(fmt.Errorf("reload the otpguard library: %w", err))
-		}
-		v, err = l.cmd(ctx, mode, c, entry, keys, args).Result()
-	}
-	if err != nil {
-		noteFailure(c, err)
-		return nil, storeErr(err)
-	}
-	return v, nil
+// noClock reports the library's answer that the server's scripts may not
+// read TIME and no time was passed: nothing ran.
+func noClock(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "OTPGUARD_NOCLOCK")
 }
 
 // reloads rate-limits topology reloads: unix ns of the last one started.
@@ -229,12 +307,4 @@ func noteFailure(c Client, err error) {
 func isNetworkError(err error) bool {
 	var re redis.Error
 	return !errors.As(err, &re)
-}
-
-// noFunctions reports an answer to FUNCTION LOAD that means the server
-// (or this user) has no functions: an unknown command, or not allowed.
-func noFunctions(err error) bool {
-	m := strings.ToLower(err.Error())
-	return strings.Contains(m, "unknown command") || strings.Contains(m, "unknown subcommand") ||
-		strings.Contains(m, "noperm") || strings.Contains(m, "not allowed") || strings.Contains(m, "not supported")
 }

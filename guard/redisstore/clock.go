@@ -1,0 +1,109 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// serverClock is the servers' time as seen from this process, for servers
+// whose scripts may not call TIME (ElastiCache Serverless refuses it:
+// "This Redis command is not allowed from script"). Redis's time stays
+// the one clock of every container: the offset of the server's TIME from
+// this process's wall clock is measured outside a script, with the round
+// trip that measured it, and the library is passed the server's time
+// estimated from it. Elsewhere the scripts read TIME themselves and
+// nothing here runs.
+//
+// The error of an estimate is at most half the round trip of its sample
+// (TIME was read between the request and the reply), plus the drift of
+// this process's clock since the sample: samples are refreshed every
+// clockRefresh, and a container's clock, disciplined by NTP, drifts by
+// well under maxDrift. The wall clock, not the monotonic one, carries the
+// offset across a Lambda container's freezes.
+type serverClock struct {
+	passed     atomic.Bool // scripts here may not read TIME
+	refreshing atomic.Bool
+	mu         sync.Mutex
+	s          clockSample
+}
+
+type clockSample struct {
+	offset time.Duration // server time minus local wall time
+	rtt    time.Duration // round trip of the TIME that measured it
+	at     time.Time     // when (local)
+}
+
+const (
+	clockRefresh = 10 * time.Second
+	maxDrift     = 200e-6 // 200 ppm: far above what an NTP-disciplined clock drifts
+)
+
+// pass switches to passing the time in.
+func (k *serverClock) pass() { k.passed.Store(true) }
+
+// arg is ARGV[1] of a library call: "" while scripts read TIME
+// themselves, else the server's estimated time in µs.
+func (k *serverClock) arg(ctx context.Context, c Client) (string, error) {
+	if !k.passed.Load() {
+		return "", nil
+	}
+	t, err := k.now(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	return formatInt(t.UnixMicro()), nil
+}
+
+// now is the server's time, estimated; a stale sample is refreshed by one
+// caller while the others go on with it.
+func (k *serverClock) now(ctx context.Context, c Client) (time.Time, error) {
+	k.mu.Lock()
+	s := k.s
+	k.mu.Unlock()
+	if s.at.IsZero() || time.Since(s.at) > clockRefresh {
+		mine := k.refreshing.CompareAndSwap(false, true)
+		if mine || s.at.IsZero() {
+			ns, err := sample(ctx, c)
+			if mine {
+				k.refreshing.Store(false)
+			}
+			switch {
+			case err == nil:
+				k.mu.Lock()
+				k.s, s = ns, ns
+				k.mu.Unlock()
+			case s.at.IsZero():
+				return time.Time{}, err
+			}
+		}
+	}
+	return time.Now().Add(s.offset), nil
+}
+
+// bound is the largest error of the current estimate.
+func (k *serverClock) bound() time.Duration {
+	k.mu.Lock()
+	s := k.s
+	k.mu.Unlock()
+	if s.at.IsZero() {
+		return 0
+	}
+	return s.rtt/2 + time.Duration(float64(time.Since(s.at))*maxDrift)
+}
+
+func sample(ctx context.Context, c Client) (clockSample, error) {
+	t0 := time.Now()
+	server, err := c.Time(ctx).Result()
+	t1 := time.Now()
+	if err != nil {
+		return clockSample{}, err
+	}
+	rtt := t1.Sub(t0)
+	mid := t0.Add(rtt / 2)
+	return clockSample{offset: server.Sub(mid.Round(0)), rtt: rtt, at: t1}, nil
+}
+
+func formatInt(n int64) string { return strconv.FormatInt(n, 10) }
