@@ -388,9 +388,12 @@ func (p *op) fwCheck(now, cost int64) (bool, int64, int64, int64) {
 	if e <= now {
 		c, e = 0, 0
 	}
+	// a window never ends more than one window from now (as the Lua
+	// library has it, for clocks that callers pass)
+	left := min(e-now, p.window)
 	reset := p.window
 	if e > 0 {
-		reset = e - now
+		reset = left
 	}
 	if c+cost <= p.limit {
 		return true, p.limit - c - cost, reset, 0
@@ -400,7 +403,7 @@ func (p *op) fwCheck(now, cost int64) (bool, int64, int64, int64) {
 	}
 	retry := p.window
 	if e > 0 {
-		retry = e - now
+		retry = left
 	}
 	return false, max(0, p.limit-c), reset, retry
 }

@@ -130,11 +130,15 @@ A.fw = {
   end,
   check = function(op, cost)
     A.fw.read(op)
+    -- A window never ends more than one window from now, however the
+    -- clocks of the calls that started it and of this one are set (the
+    -- passed clock of concurrent callers, see clock)
+    local left = min(op.e - now, op.window)
     local reset = op.window
-    if op.e > 0 then reset = op.e - now end
+    if op.e > 0 then reset = left end
     if op.c + cost <= op.limit then return true, op.limit - op.c - cost, reset, 0 end
     if op.e == 0 then reset = 0 end
-    return false, max(0, op.limit - op.c), reset, op.e > 0 and op.e - now or op.window
+    return false, max(0, op.limit - op.c), reset, op.e > 0 and left or op.window
   end,
   commit = function(op, n)
     if op.packed then

@@ -29,7 +29,8 @@ import (
 //   - CLUSTER SLOTS advertises a read replica on another port (6380 on
 //     AWS), which the stack's security groups do not open: here a port
 //     that accepts connections and never answers, and counts them;
-//   - FUNCTION and FCALL do not exist (renamed away in redis-server);
+//   - FUNCTION and FCALL do not exist, nor CONFIG, DEBUG, SAVE and the
+//     other commands ElastiCache restricts (renamed away in redis-server);
 //   - a script may not call TIME ("This Redis command is not allowed from
 //     script"), while TIME outside scripts works;
 //   - EVALSHA is answered NOSCRIPT now and then (the script cache of the
@@ -77,6 +78,11 @@ type ServerlessOptions struct {
 	TimeDelay time.Duration
 }
 
+// restricted are the commands the service does not have: FUNCTION and
+// FCALL (Serverless), and what ElastiCache restricts on every cache.
+var restricted = []string{"FUNCTION", "FCALL", "FCALL_RO", "CONFIG", "DEBUG", "BGREWRITEAOF", "BGSAVE", "SAVE", "MIGRATE",
+	"REPLICAOF", "SLAVEOF", "SHUTDOWN", "SYNC", "PSYNC"}
+
 // timeRefused is what ElastiCache Serverless answers a script's TIME with.
 const timeRefused = "ERR This Redis command is not allowed from script"
 
@@ -91,8 +97,11 @@ func StartServerless(o ServerlessOptions) (*Serverless, error) {
 	if o.AccessString == "" {
 		return nil, errors.New("redistest: ServerlessOptions.AccessString is required")
 	}
-	srv, err := Start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-		"--rename-command", "FUNCTION", "", "--rename-command", "FCALL", "", "--rename-command", "FCALL_RO", "")
+	args := []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}
+	for _, c := range restricted {
+		args = append(args, "--rename-command", c, "")
+	}
+	srv, err := Start(args...)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,9 @@ var (
 	binary  string // the built cmd/otpguard
 	single  *redistest.Server
 	cluster *redistest.Cluster
+	// double is ElastiCache Serverless as the stack creates it (see
+	// redistest.Serverless); the server logs in as the stack's cache user.
+	double *redistest.Serverless
 )
 
 func TestMain(m *testing.M) {
@@ -55,7 +58,27 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer cluster.Close()
-		return m.Run()
+		access, err := redistest.TemplateAccessString("../../template.yaml")
+		if err == nil {
+			double, err = redistest.StartServerless(redistest.ServerlessOptions{AccessString: access, NoScriptEvery: 13})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer double.Close()
+		code := m.Run()
+		// Every scenario ran on the double as the stack's user: the ACL
+		// refused nothing the server sent, and no replica was dialed.
+		if d, err := double.Denials(context.Background()); err != nil || len(d) > 0 {
+			fmt.Fprintf(os.Stderr, "the stack's cache user was refused on the Serverless double: %v %v\n", d, err)
+			code = 1
+		}
+		if n := double.ReplicaConnections(); n > 0 {
+			fmt.Fprintf(os.Stderr, "the Serverless double's replica port was dialed %d times\n", n)
+			code = 1
+		}
+		return code
 	}())
 }
 
@@ -74,10 +97,14 @@ type backend struct {
 	client   func() redis.UniversalClient
 }
 
+// backends are plain redis-server, a 3-master Redis Cluster, and the
+// ElastiCache Serverless double (whose client here is an administrator's,
+// for the tests' own reads: the server logs in as the stack's user).
 func backends() []backend {
 	return []backend{
 		{"redis", "redis://" + single.Addr, func() redis.UniversalClient { return single.Client() }},
 		{"cluster", strings.Join(cluster.Addrs(), ","), func() redis.UniversalClient { return cluster.Client() }},
+		{"serverless", double.URL(), func() redis.UniversalClient { return double.Admin() }},
 	}
 }
 

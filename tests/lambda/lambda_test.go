@@ -179,27 +179,73 @@ func TestEverySampleEventDecodesIntoARequest(t *testing.T) {
 	}
 }
 
-func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
-	bin := t.TempDir()
+// lambdaRedis is a Redis the functions run against: its REDIS_URL and
+// password (in the REDIS_PASSWORD_SECRET_ID secret, as the stack has it),
+// and a client with every right for the test's own reads.
+type lambdaRedis struct {
+	name, url, password string
+	admin               *redis.Client
+}
+
+func lambdaBackends(t *testing.T) []lambdaRedis {
 	rs, err := redistest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rs.Close()
+	t.Cleanup(rs.Close)
 	rdb := rs.Client()
-	defer rdb.Close()
+	if err := rdb.ConfigSet(context.Background(), "requirepass", "redis-password-for-the-test").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Close()
+	plain := redis.NewClient(&redis.Options{Addr: rs.Addr, Password: "redis-password-for-the-test"})
+	t.Cleanup(func() { plain.Close() })
+	access, err := redistest.TemplateAccessString(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	double, err := redistest.StartServerless(redistest.ServerlessOptions{AccessString: access, NoScriptEvery: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(double.Close)
+	admin := double.Admin()
+	t.Cleanup(func() {
+		if d, err := double.Denials(context.Background()); err != nil || len(d) > 0 {
+			t.Errorf("the stack's cache user was refused on the Serverless double: %v %v", d, err)
+		}
+		if n := double.ReplicaConnections(); n > 0 {
+			t.Errorf("the Serverless double's replica port was dialed %d times", n)
+		}
+		admin.Close()
+	})
+	return []lambdaRedis{
+		{"redis", "redis://" + rs.Addr, "redis-password-for-the-test", plain},
+		{"serverless", double.URLWithoutPassword(), double.Password, admin},
+	}
+}
+
+// TestBootstrapsUnderTheRuntimeAPI runs each function's bootstrap under
+// the Runtime API on plain Redis (with AUTH) and on the ElastiCache
+// Serverless double (the stack's cache user, no FUNCTION, TIME refused in
+// scripts, NOSCRIPT now and then, a replica that never answers), feeds
+// it its sample event, cold then warm.
+func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
+	bin := t.TempDir()
+	for _, rb := range lambdaBackends(t) {
+		t.Run(rb.name, func(t *testing.T) { bootstraps(t, bin, rb) })
+	}
+}
+
+func bootstraps(t *testing.T, bin string, rb lambdaRedis) {
+	rdb := rb.admin
 	aws := awsfake.New()
 	defer aws.Close()
 	aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
 	aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
 	aws.SetParameter("/otpguard/config", "otp: {ttl: 5m}\n")
-	aws.SetSecret("otpguard/redis", "redis-password-for-the-test")
+	aws.SetSecret("otpguard/redis", rb.password)
 	aws.SetUser("ann@example.com", awsfake.User{Password: "correct horse battery staple", Confirmed: true})
-	if err := rdb.ConfigSet(context.Background(), "requirepass", "redis-password-for-the-test").Err(); err != nil {
-		t.Fatal(err)
-	}
-	rdb = redis.NewClient(&redis.Options{Addr: rs.Addr, Password: "redis-password-for-the-test"})
-	defer rdb.Close()
 
 	for file, s := range samples {
 		t.Run(s.fn, func(t *testing.T) {
@@ -214,7 +260,7 @@ func TestBootstrapsUnderTheRuntimeAPI(t *testing.T) {
 				"AWS_LAMBDA_FUNCTION_NAME=otpguard-" + s.fn, "AWS_LAMBDA_FUNCTION_VERSION=$LATEST", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
 				"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret", "AWS_SESSION_TOKEN=token",
 				"AWS_ENDPOINT_URL=" + aws.URL,
-				"REDIS_URL=redis://" + rs.Addr, "REDIS_PASSWORD_SECRET_ID=otpguard/redis", "GUARD_CONFIG_PARAM=/otpguard/config",
+				"REDIS_URL=" + rb.url, "REDIS_PASSWORD_SECRET_ID=otpguard/redis", "GUARD_CONFIG_PARAM=/otpguard/config",
 				"GUARD_HASH_SECRET_ID=otpguard/hash", "GUARD_SIGNING_SECRET_ID=otpguard/signing",
 				"SES_FROM=no-reply@otpguard.example", "SMS_SENDER_ID=OTPGUARD",
 				"AUTH=cognito", "COGNITO_USER_POOL_ID=us-east-1_test", "COGNITO_CLIENT_ID=testclient",
