@@ -22,6 +22,13 @@ require (
 require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.11 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.11 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.11 // indirect
+	github.com/aws/aws-sdk-go-v2/service/eventbridge v1.55.10 // indirect
+	github.com/aws/aws-sdk-go-v2/service/kms v1.62.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.11 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sesv2 v1.79.8 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sns v1.47.10 // indirect
+	github.com/aws/aws-sdk-go-v2/service/ssm v1.82.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -31,12 +31,42 @@ func NewSigned(cfg aws.Config, service string, timeout time.Duration) *Signed {
 }
 
 // Endpoint is the service's regional endpoint for host prefix (email for
-// SES, the service name elsewhere), or cfg.BaseEndpoint when set.
+// SES, the service name elsewhere), or cfg.BaseEndpoint when set
+// (AWS_ENDPOINT_URL: a local endpoint in tests). The DNS suffix is the
+// region's partition's, as the SDK's resolvers have it (amazonaws.com.cn
+// in China, the ISO partitions'), as the template's ${AWS::Partition}
+// ARNs do. The resolvers themselves live in the generated service
+// packages, whose schema tables would add about 0.5 MB and init work per
+// service to every function; the tests module checks this table against
+// them for every partition and service otpguard calls.
 func Endpoint(cfg aws.Config, prefix string) string {
 	if cfg.BaseEndpoint != nil {
 		return strings.TrimSuffix(*cfg.BaseEndpoint, "/")
 	}
-	return "https://" + prefix + "." + cfg.Region + ".amazonaws.com"
+	return "https://" + prefix + "." + cfg.Region + "." + DNSSuffix(cfg.Region)
+}
+
+// partitions are the AWS partitions' region patterns and DNS suffixes
+// (the SDK's partitions.json), most specific first.
+var partitions = []struct {
+	prefix, suffix string
+}{
+	{"cn-", "amazonaws.com.cn"},
+	{"us-isob-", "sc2s.sgov.gov"},
+	{"us-isof-", "csp.hci.ic.gov"},
+	{"us-iso-", "c2s.ic.gov"},
+	{"eu-isoe-", "cloud.adc-e.uk"},
+	{"eusc-", "amazonaws.eu"},
+}
+
+// DNSSuffix is the DNS suffix of region's partition.
+func DNSSuffix(region string) string {
+	for _, p := range partitions {
+		if strings.HasPrefix(region, p.prefix) {
+			return p.suffix
+		}
+	}
+	return "amazonaws.com" // aws and aws-us-gov
 }
 
 // Post sends body to url with the given content type and headers, signed,
