@@ -58,6 +58,10 @@ type Deps struct {
 	Config guard.Config
 	Guard  *guard.Guard
 	Codes  *otp.Codes
+	// Tokens signs the verify route's tokens (and the local users' login
+	// tokens) and serves the JWKS; nil where nothing is signed (a Lambda
+	// function that may not read the signing key): those routes answer
+	// 503 not_ready, the JWKS 404, before anything is consumed.
 	Tokens *token.Signer
 	// Sender delivers codes; nil in the functions that send nothing.
 	Sender Sender
@@ -87,8 +91,8 @@ type Server struct {
 // NewServer returns the API's handler.
 func NewServer(d Deps) (*Server, error) {
 	switch {
-	case d.Guard == nil || d.Codes == nil || d.Tokens == nil || d.Health == nil:
-		return nil, errors.New("api: Guard, Codes, Tokens and Health are required")
+	case d.Guard == nil || d.Codes == nil || d.Health == nil:
+		return nil, errors.New("api: Guard, Codes and Health are required")
 	case d.Log == nil:
 		d.Log = slog.New(slog.DiscardHandler)
 	}

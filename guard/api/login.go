@@ -87,6 +87,8 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case res.Challenge != nil:
 		rec.outcome = "challenge"
 		writeJSON(w, http.StatusOK, map[string]string{"status": "challenge", "challengeName": res.Challenge.Name, "session": res.Challenge.Session})
+	case res.Token && s.Tokens == nil:
+		s.fail(w, rec, problem("not_ready", "this deployment signs no tokens here"))
 	case res.Token:
 		at := rec.decision.At
 		if at.IsZero() {

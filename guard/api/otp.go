@@ -116,6 +116,10 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	if n := s.Codes.Length(); len(in.Code) != n || !allDigits(in.Code) {
 		errs["code"] = "must be " + strconv.Itoa(n) + " digits"
 	}
+	if s.Tokens == nil {
+		s.fail(w, rec, problem("not_ready", "this deployment signs no tokens here"))
+		return
+	}
 	req, p := s.admit(r, rec, otpRequest("otp.verify", dest, in.Purpose), "destination", dest.Key, errs)
 	if p != nil {
 		s.fail(w, rec, p)
@@ -163,6 +167,10 @@ func otpRequest(action string, dest guard.Destination, purpose string) guard.Req
 }
 
 func (s *Server) handleJWKS(w http.ResponseWriter, _ *http.Request) {
+	if s.Tokens == nil {
+		problem("not_found", "this deployment publishes no keys here").write(w)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	writeBody(w, s.Tokens.JWKS())

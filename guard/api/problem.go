@@ -42,7 +42,13 @@ var problemTypes = map[string]struct {
 	"method_not_allowed":     {http.StatusMethodNotAllowed, "Method not allowed"},
 	"unauthorized":           {http.StatusUnauthorized, "Unauthorized"},
 	"internal_error":         {http.StatusInternalServerError, "Internal error"},
+	"not_ready":              {http.StatusServiceUnavailable, "Not ready"},
 }
+
+// WriteProblem writes the problem answer of code (one of the codes above)
+// with detail: for what serves in the API's stead (a function whose init
+// failed answers not_ready).
+func WriteProblem(w http.ResponseWriter, code, detail string) { problem(code, detail).write(w) }
 
 func problem(code, detail string) *Problem {
 	t, ok := problemTypes[code]

@@ -59,7 +59,8 @@ type Settings struct {
 }
 
 // Keys are the token keys: Signing signs, and the JWKS also serves Others
-// (the previous key and a pending one, through a rotation).
+// (the previous key and a pending one, through a rotation). Without a
+// Signing key nothing is signed (see api.Deps.Tokens).
 type Keys struct {
 	Signing ed25519.PrivateKey
 	Others  []ed25519.PublicKey
@@ -127,9 +128,11 @@ func (a *App) Reload(cfg guard.Config, keys Keys) error {
 	if err != nil {
 		return err
 	}
-	signer, err := token.NewSigner(keys.Signing, cfg.Token.Issuer, cfg.Token.TTL, keys.Others...)
-	if err != nil {
-		return err
+	var signer *token.Signer // none where no key is given: the function signs nothing
+	if keys.Signing != nil {
+		if signer, err = token.NewSigner(keys.Signing, cfg.Token.Issuer, cfg.Token.TTL, keys.Others...); err != nil {
+			return err
+		}
 	}
 	srv, err := api.NewServer(api.Deps{
 		Config: cfg, Guard: g, Codes: codes, Tokens: signer, Sender: a.sender, Auth: a.s.Auth, Admin: a.s.Admin,

@@ -6,6 +6,7 @@ package authenv
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -26,7 +27,8 @@ import (
 //	AUTH=cognito  COGNITO_CLIENT_ID, COGNITO_USER_POOL_ID (its region, when AWS_REGION is unset),
 //	              COGNITO_CLIENT_SECRET (when the app client has one); AWS_ENDPOINT_URL_COGNITO_IDENTITY_PROVIDER
 //	              or AWS_ENDPOINT_URL point the SDK at a local Cognito
-//	AUTH=http     AUTH_UPSTREAM_URL (POST <url>/login, <url>/signup), AUTH_TIMEOUT (default 5s)
+//	AUTH=http     AUTH_UPSTREAM_URL (POST <url>/login, <url>/signup), AUTH_TIMEOUT (default 5s),
+//	              AUTH_UPSTREAM_PORT (the port the network opens to it: a URL on another is refused)
 //
 // clientSecret, when not nil, supplies the Cognito client secret instead
 // of COGNITO_CLIENT_SECRET (Lambda reads it from Secrets Manager). close
@@ -82,8 +84,33 @@ func Authenticator(getenv func(string) string, allowLocal bool, clientSecret fun
 				return nil, close, fmt.Errorf("AUTH_TIMEOUT: want a duration up to 1m such as 3s, got %q", v)
 			}
 		}
+		if err := portMatches(getenv("AUTH_UPSTREAM_URL"), getenv("AUTH_UPSTREAM_PORT")); err != nil {
+			return nil, close, err
+		}
 		u, err := upstream.New(getenv("AUTH_UPSTREAM_URL"), timeout, nil)
 		return u, close, err
 	}
 	return nil, close, fmt.Errorf("AUTH: want local, cognito or http, got %q", kind)
+}
+
+// portMatches checks the upstream URL against AUTH_UPSTREAM_PORT, the
+// port the stack's security group opens to it (when set): a URL on
+// another port would time out on every login, so the function refuses
+// it at init, naming both.
+func portMatches(rawURL, port string) error {
+	if port == "" {
+		return nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil // upstream.New names the problem
+	}
+	got := u.Port()
+	if got == "" {
+		got = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	if got != port {
+		return fmt.Errorf("AUTH_UPSTREAM_URL is on port %s, but the stack opens port %s to it (AuthUpstreamPort)", got, port)
+	}
+	return nil
 }

@@ -2,12 +2,14 @@
 // the AWS services otpguard calls, for tests that drive the real
 // aws-sdk-go-v2 clients: SES v2 SendEmail (REST-JSON), SNS Publish (query
 // protocol, XML replies), Secrets Manager GetSecretValue and SSM
-// GetParameter (JSON 1.1), Cognito InitiateAuth and SignUp (JSON 1.1,
+// GetParameter and DescribeSecret (JSON 1.1), Cognito InitiateAuth and SignUp (JSON 1.1,
 // unsigned, as the real service takes them). It records what was sent. Point a client at it
 // with AWS_ENDPOINT_URL or aws.Config.BaseEndpoint.
 package awsfake
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Email is one SendEmail call.
@@ -38,8 +41,15 @@ type Server struct {
 	emails  []Email
 	sms     []SMS
 	calls   []string
-	secrets map[string]string // id + "\x00" + stage -> value
+	secrets map[string]map[string]string // id -> version id -> value
+	stages  map[string]map[string]string // id -> stage -> version id
 	params  map[string]string
+	// limits answers ThrottlingException to an operation beyond its rate
+	// (calls per second), as the services do past their quotas.
+	limits map[string]*rate
+	// denied answers AccessDeniedException to an operation on a resource
+	// (op + "\x00" + name): what IAM answers a policy that does not match.
+	denied map[string]bool
 	users   map[string]User
 	// fail maps a destination (email or phone) to the error code the
 	// service answers for it, such as MessageRejected or InvalidParameter.
@@ -54,7 +64,8 @@ type User struct {
 
 // New starts a fake endpoint; Close it when done.
 func New() *Server {
-	s := &Server{secrets: map[string]string{}, params: map[string]string{}, fail: map[string]string{}, users: map[string]User{}}
+	s := &Server{secrets: map[string]map[string]string{}, stages: map[string]map[string]string{}, params: map[string]string{},
+		fail: map[string]string{}, users: map[string]User{}, limits: map[string]*rate{}, denied: map[string]bool{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -62,16 +73,82 @@ func New() *Server {
 // SetSecret sets what GetSecretValue answers for id (AWSCURRENT).
 func (s *Server) SetSecret(id, value string) { s.SetSecretStage(id, "AWSCURRENT", value) }
 
-// SetSecretStage sets the version of secret id labelled stage
-// (AWSCURRENT, AWSPREVIOUS, AWSPENDING); "" removes it.
+// SetSecretStage labels stage (AWSCURRENT, AWSPREVIOUS, AWSPENDING) the
+// version of secret id holding value (a version per distinct value, its id
+// derived from it); "" removes the label.
 func (s *Server) SetSecretStage(id, stage, value string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.stages[id] == nil {
+		s.stages[id], s.secrets[id] = map[string]string{}, map[string]string{}
+	}
 	if value == "" {
-		delete(s.secrets, id+"\x00"+stage)
+		delete(s.stages[id], stage)
 		return
 	}
-	s.secrets[id+"\x00"+stage] = value
+	sum := sha256.Sum256([]byte(value))
+	vid := hex.EncodeToString(sum[:8])
+	s.secrets[id][vid] = value
+	s.stages[id][stage] = vid
+}
+
+// Limit makes op (as Calls names it, "ssm:GetParameter") answer
+// ThrottlingException beyond perSecond calls a second.
+func (s *Server) Limit(op string, perSecond int) {
+	s.mu.Lock()
+	s.limits[op] = &rate{per: perSecond}
+	s.mu.Unlock()
+}
+
+// Deny makes op on the resource name answer AccessDeniedException (deny
+// false lifts it).
+func (s *Server) Deny(op, name string, deny bool) {
+	s.mu.Lock()
+	s.denied[op+"\x00"+name] = deny
+	s.mu.Unlock()
+}
+
+// CallsOf counts the calls of op so far.
+func (s *Server) CallsOf(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if c == op {
+			n++
+		}
+	}
+	return n
+}
+
+// rate counts an operation's calls in the current second.
+type rate struct {
+	per    int
+	second int64
+	n      int
+}
+
+// refused answers the call to op on name with a throttle or an access
+// denial, when it gets one, and reports whether it did.
+func (s *Server) refused(w http.ResponseWriter, op, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.denied[op+"\x00"+name] {
+		jsonError(w, 400, "AccessDeniedException", "User: arn:aws:sts::000000000000:assumed-role/fn is not authorized to perform: "+op+" on resource: "+name)
+		return true
+	}
+	if r := s.limits[op]; r != nil {
+		now := time.Now().Unix()
+		if now != r.second {
+			r.second, r.n = now, 0
+		}
+		r.n++
+		if r.n > r.per {
+			jsonError(w, 400, "ThrottlingException", "Rate exceeded")
+			return true
+		}
+	}
+	return false
 }
 
 // SetUser adds or replaces a user of the fake Cognito user pool.
@@ -132,6 +209,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.sendEmail(w, body)
 	case target == "secretsmanager.GetSecretValue":
 		s.getSecret(w, body)
+	case target == "secretsmanager.DescribeSecret":
+		s.describeSecret(w, body)
 	case target == "AmazonSSM.GetParameter":
 		s.getParameter(w, body)
 	case strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):
@@ -202,25 +281,58 @@ func (s *Server) query(w http.ResponseWriter, body []byte) {
 
 func (s *Server) getSecret(w http.ResponseWriter, body []byte) {
 	s.call("secretsmanager:GetSecretValue")
-	var in struct{ SecretId, VersionStage string }
+	var in struct{ SecretId, VersionStage, VersionId string }
 	_ = json.Unmarshal(body, &in)
-	if in.VersionStage == "" {
+	if s.refused(w, "secretsmanager:GetSecretValue", in.SecretId) {
+		return
+	}
+	if in.VersionStage == "" && in.VersionId == "" {
 		in.VersionStage = "AWSCURRENT"
 	}
 	s.mu.Lock()
-	v, ok := s.secrets[in.SecretId+"\x00"+in.VersionStage]
+	vid := in.VersionId
+	if vid == "" {
+		vid = s.stages[in.SecretId][in.VersionStage]
+	}
+	v, ok := s.secrets[in.SecretId][vid]
 	s.mu.Unlock()
 	if !ok {
 		jsonError(w, 400, "ResourceNotFoundException", "Secrets Manager can't find the specified secret value for staging label: "+in.VersionStage)
 		return
 	}
-	writeAmzJSON(w, map[string]any{"ARN": "arn:aws:secretsmanager:us-east-1:000000000000:secret:" + in.SecretId, "Name": in.SecretId, "SecretString": v})
+	writeAmzJSON(w, map[string]any{"ARN": "arn:aws:secretsmanager:us-east-1:000000000000:secret:" + in.SecretId, "Name": in.SecretId,
+		"SecretString": v, "VersionId": vid})
+}
+
+// describeSecret answers the secret's versions and their stages.
+func (s *Server) describeSecret(w http.ResponseWriter, body []byte) {
+	s.call("secretsmanager:DescribeSecret")
+	var in struct{ SecretId string }
+	_ = json.Unmarshal(body, &in)
+	if s.refused(w, "secretsmanager:DescribeSecret", in.SecretId) {
+		return
+	}
+	s.mu.Lock()
+	versions := map[string][]string{}
+	for stage, vid := range s.stages[in.SecretId] {
+		versions[vid] = append(versions[vid], stage)
+	}
+	s.mu.Unlock()
+	if len(versions) == 0 {
+		jsonError(w, 400, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
+		return
+	}
+	writeAmzJSON(w, map[string]any{"ARN": "arn:aws:secretsmanager:us-east-1:000000000000:secret:" + in.SecretId, "Name": in.SecretId,
+		"VersionIdsToStages": versions})
 }
 
 func (s *Server) getParameter(w http.ResponseWriter, body []byte) {
 	s.call("ssm:GetParameter")
 	var in struct{ Name string }
 	_ = json.Unmarshal(body, &in)
+	if s.refused(w, "ssm:GetParameter", in.Name) {
+		return
+	}
 	s.mu.Lock()
 	v, ok := s.params[in.Name]
 	s.mu.Unlock()

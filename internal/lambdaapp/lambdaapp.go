@@ -1,24 +1,39 @@
 // Package lambdaapp is a Lambda function's init, once per container: the
-// typed environment, the secrets from Secrets Manager, the config document
-// from SSM Parameter Store, the Redis client, the senders or the
+// typed environment, the secrets the function needs (and only those),
+// the config document, the Redis client, the senders or the
 // authenticator, then the App of internal/app behind the API Gateway
 // adapter. Warm invocations reuse all of it.
 //
-// The config document and the token keys are read again in place, at most
-// every CONFIG_REFRESH (default 1m), on the invocation that finds them
-// stale and without holding it: a new document takes effect on that
-// container's next invocations; a bad one is rejected (logged, and counted
-// as the ConfigRejected metric) and the last good one stays.
+// A function never crash-loops. When a dependency cannot be reached or
+// read at init (a secret, the config parameter, the environment), the
+// reason is logged and the function answers 503 not_ready (naming the
+// dependency, never its address or the error) while it tries again on
+// later invocations with a growing pause; the first try that succeeds
+// serves that invocation. An exit would make Lambda start a new
+// container, and hammer the dependency, on every request.
+//
+// The config document and the signing key are read again in place, on
+// the invocation that finds them due and without holding it: the
+// document every CONFIG_REFRESH (default 1m), shared through Redis so
+// that one container per stack reads SSM per period whatever the
+// concurrency (config.go); the signing key's versions every KEY_REFRESH
+// (default 5m), by the functions that sign or publish keys only. Each
+// schedule is jittered (+0–50%) and backs off on failures (doubling, up
+// to 15 minutes). A new document takes effect on that container's next
+// invocations; a bad one is rejected (logged, and counted as the
+// ConfigRejected metric) and the last good one stays.
 package lambdaapp
 
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -48,6 +63,12 @@ type Function struct {
 	Auth bool
 	// Internal: the backend's routes, behind the IAM authorizer.
 	Internal bool
+	// Hashes: the function keys identifiers and codes (every guarded
+	// route): it reads the key-hashing secret.
+	Hashes bool
+	// Signs: the function signs tokens (verify) or publishes their public
+	// keys (jwks): it alone reads the signing secret.
+	Signs bool
 }
 
 // Parts are the pieces only some functions link, passed in by their main
@@ -72,22 +93,28 @@ const (
 
 // The functions of template.yaml.
 var (
-	Send    = Function{Name: "send", Senders: Email | SMS}
-	Verify  = Function{Name: "verify"}
-	Jwks    = Function{Name: "jwks"}
+	Send    = Function{Name: "send", Senders: Email | SMS, Hashes: true}
+	Verify  = Function{Name: "verify", Hashes: true, Signs: true}
+	Jwks    = Function{Name: "jwks", Signs: true}
 	Health  = Function{Name: "health"}
-	Login   = Function{Name: "login", Auth: true}
-	Signup  = Function{Name: "signup", Auth: true}
-	Backend = Function{Name: "backend", Internal: true}
+	Login   = Function{Name: "login", Auth: true, Hashes: true}
+	Signup  = Function{Name: "signup", Auth: true, Hashes: true}
+	Backend = Function{Name: "backend", Internal: true, Hashes: true}
 )
 
 // Functions lists them all.
 var Functions = []Function{Send, Verify, Jwks, Health, Login, Signup, Backend}
 
 // Vars lists the environment variables a function reads: the template
-// test checks that template.yaml sets each.
+// test checks that template.yaml sets each, and no others.
 func Vars(fn Function) []string {
-	v := []string{"REDIS_URL", "REDIS_PASSWORD_SECRET_ID", "GUARD_CONFIG_PARAM", "GUARD_HASH_SECRET_ID", "GUARD_SIGNING_SECRET_ID", "CONFIG_REFRESH", "STACK_NAME"}
+	v := []string{"REDIS_URL", "REDIS_PASSWORD_SECRET_ID", "GUARD_CONFIG_PARAM", "CONFIG_REFRESH", "STACK_NAME"}
+	if fn.Hashes {
+		v = append(v, "GUARD_HASH_SECRET_ID")
+	}
+	if fn.Signs {
+		v = append(v, "GUARD_SIGNING_SECRET_ID", "KEY_REFRESH")
+	}
 	if fn.Senders&Email != 0 {
 		v = append(v, "SES_FROM", "SES_CONFIGURATION_SET", "EMAIL_PER_SECOND")
 	}
@@ -98,7 +125,8 @@ func Vars(fn Function) []string {
 		v = append(v, "DELIVERY_MAX_WAIT", "PROVIDER_TIMEOUT")
 	}
 	if fn.Auth {
-		v = append(v, "AUTH", "COGNITO_USER_POOL_ID", "COGNITO_CLIENT_ID", "COGNITO_CLIENT_SECRET_ID", "AUTH_UPSTREAM_URL", "AUTH_TIMEOUT")
+		v = append(v, "AUTH", "COGNITO_USER_POOL_ID", "COGNITO_CLIENT_ID", "COGNITO_CLIENT_SECRET_ID", "AUTH_UPSTREAM_URL",
+			"AUTH_UPSTREAM_PORT", "AUTH_TIMEOUT")
 	}
 	return v
 }
@@ -108,107 +136,162 @@ type Env struct {
 	RedisURL        string        // REDIS_URL: rediss://user@host:port?cluster=true for ElastiCache Serverless
 	RedisSecretID   string        // REDIS_PASSWORD_SECRET_ID: the Redis AUTH password (ElastiCache user); "" = none
 	ConfigParam     string        // GUARD_CONFIG_PARAM: SSM parameter holding the YAML config; "" or missing = defaults
-	HashSecretID    string        // GUARD_HASH_SECRET_ID: the key-hashing secret
-	SigningSecretID string        // GUARD_SIGNING_SECRET_ID: the token key (AWSCURRENT signs; AWSPREVIOUS, AWSPENDING also in the JWKS)
-	Refresh         time.Duration // CONFIG_REFRESH: how often the config and keys are read again; default 1m
+	HashSecretID    string        // GUARD_HASH_SECRET_ID: the key-hashing secret (functions that hash)
+	SigningSecretID string        // GUARD_SIGNING_SECRET_ID: the token key (functions that sign or publish keys)
+	Refresh         time.Duration // CONFIG_REFRESH: how often the config is read again; default 1m
+	KeyRefresh      time.Duration // KEY_REFRESH: how often the signing key's versions are read again; default 5m
 	Stack           string        // STACK_NAME: the metrics' Stack dimension
 	Region          string        // AWS_REGION
 }
 
-// FromEnv reads the common environment; a missing or malformed variable
-// is an error naming it.
-func FromEnv(getenv func(string) string) (Env, error) {
+// FromEnv reads the common environment of fn; a missing or malformed
+// variable is an error naming it.
+func FromEnv(fn Function, getenv func(string) string) (Env, error) {
 	e := Env{
 		RedisURL: getenv("REDIS_URL"), RedisSecretID: getenv("REDIS_PASSWORD_SECRET_ID"), ConfigParam: getenv("GUARD_CONFIG_PARAM"),
 		HashSecretID: getenv("GUARD_HASH_SECRET_ID"), SigningSecretID: getenv("GUARD_SIGNING_SECRET_ID"),
-		Stack: getenv("STACK_NAME"), Refresh: time.Minute, Region: getenv("AWS_REGION"),
+		Stack: getenv("STACK_NAME"), Refresh: time.Minute, KeyRefresh: 5 * time.Minute, Region: getenv("AWS_REGION"),
+	}
+	required := map[string]string{"REDIS_URL": e.RedisURL, "AWS_REGION": e.Region}
+	if fn.Hashes {
+		required["GUARD_HASH_SECRET_ID"] = e.HashSecretID
+	}
+	if fn.Signs {
+		required["GUARD_SIGNING_SECRET_ID"] = e.SigningSecretID
 	}
 	var errs []error
-	for name, v := range map[string]string{"REDIS_URL": e.RedisURL, "GUARD_HASH_SECRET_ID": e.HashSecretID, "GUARD_SIGNING_SECRET_ID": e.SigningSecretID, "AWS_REGION": e.Region} {
+	for name, v := range required {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is required", name))
 		}
 	}
-	if v := getenv("CONFIG_REFRESH"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second || d > time.Hour {
-			errs = append(errs, fmt.Errorf("CONFIG_REFRESH: want a duration from 1s to 1h, got %q", v))
+	for name, d := range map[string]*time.Duration{"CONFIG_REFRESH": &e.Refresh, "KEY_REFRESH": &e.KeyRefresh} {
+		if v := getenv(name); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x < time.Second || x > time.Hour {
+				errs = append(errs, fmt.Errorf("%s: want a duration from 1s to 1h, got %q", name, v))
+				continue
+			}
+			*d = x
 		}
-		e.Refresh = d
 	}
 	return e, errors.Join(errs...)
 }
 
-// Main initializes fn and serves its invocations; an init error ends the
-// process, and Lambda reports it.
+// Main initializes fn and serves its invocations; see Start.
 func Main(fn Function, p Parts) {
-	h, err := Init(context.Background(), fn, p, os.Getenv, os.Stdout, os.Stderr)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "otpguard %s init: %v\n", fn.Name, err)
-		os.Exit(1)
+	lambda.Start(apigw.Handler(Start(context.Background(), fn, p, os.Getenv, os.Stdout, os.Stderr)))
+}
+
+// Start is Init that never gives up: when Init fails, the failure is
+// logged and the handler answers 503 not_ready with its reason, trying
+// Init again on later invocations (see notReady).
+func Start(ctx context.Context, fn Function, p Parts, getenv func(string) string, stdout, stderr io.Writer) http.Handler {
+	h, err := Init(ctx, fn, p, getenv, stdout, stderr)
+	if err == nil {
+		return h
 	}
-	lambda.Start(apigw.Handler(h))
+	return newNotReady(err, slog.New(slog.NewJSONHandler(stderr, nil)), emf.New(stdout, nil, getenv("STACK_NAME")),
+		func(ctx context.Context) (http.Handler, error) { return Init(ctx, fn, p, getenv, stdout, stderr) })
+}
+
+// initError is an init failure with the dependency it concerns, in words
+// a 503 may say.
+type initError struct {
+	what string
+	err  error
+}
+
+func (e *initError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *initError) Unwrap() error { return e.err }
+
+func failed(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &initError{what, err}
 }
 
 // Init builds a function's handler: everything a container keeps.
 func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string, stdout, stderr io.Writer) (http.Handler, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// Lambda's init phase may last 10s: leave room to answer.
+	ctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	app.LogRedis(log)
-	env, err := FromEnv(getenv)
+	env, err := FromEnv(fn, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("lambda environment: %w", err)
+		return nil, failed("the environment", err)
 	}
 	awsCfg := app.AWSConfig(getenv, env.Region)
 	sm, ssm := newSecrets(awsCfg), newParameters(awsCfg)
-	rt := &runtime{env: env, log: log, sm: sm, ssm: ssm, metrics: emf.New(stdout, nil, env.Stack)}
-	// The secrets, the config and the Redis connection (with the library
-	// load) are independent: fetched side by side, init waits for the
+	rt := &runtime{fn: fn, env: env, log: log, metrics: emf.New(stdout, nil, env.Stack)}
+	rt.cfgSched.every, rt.keySched.every = env.Refresh, env.KeyRefresh
+
+	// The secrets are independent: read side by side, init waits for the
 	// slowest rather than for their sum.
 	var (
-		hash, doc, keyIDs, redisURL string
-		cfg                         guard.Config
-		keys                        app.Keys
-		errs                        [4]error
-		wg                          sync.WaitGroup
-	)
-	wg.Go(func() {
-		hash, errs[0] = sm.get(ctx, env.HashSecretID, "")
-		if errs[0] == nil && len(hash) < 16 {
-			errs[0] = fmt.Errorf("secret %s: want a string of at least 16 bytes", env.HashSecretID)
-		}
-	})
-	wg.Go(func() { cfg, doc, errs[1] = rt.config(ctx) })
-	wg.Go(func() { keys, keyIDs, errs[2] = rt.keys(ctx) })
-	wg.Go(func() {
+		hash     = make([]byte, 32)
 		redisURL = env.RedisURL
-		if env.RedisSecretID != "" {
+		keys     app.Keys
+		keyIDs   string
+		errs     [3]error
+		wg       sync.WaitGroup
+	)
+	if fn.Hashes {
+		wg.Go(func() {
+			var h string
+			if h, errs[0] = sm.get(ctx, env.HashSecretID, ""); errs[0] == nil && len(h) < 16 {
+				errs[0] = errors.New("want a string of at least 16 bytes")
+			}
+			hash, errs[0] = []byte(h), failed("the key-hashing secret", errs[0])
+		})
+	} else {
+		// It hashes nothing: a key of its own, never stored.
+		_, _ = rand.Read(hash)
+	}
+	if fn.Signs {
+		rt.keys = &signingKeys{sm: sm, id: env.SigningSecretID, log: log}
+		wg.Go(func() {
+			keys, keyIDs, errs[1] = rt.keys.load(ctx)
+			errs[1] = failed("the signing key", errs[1])
+		})
+	}
+	if env.RedisSecretID != "" {
+		wg.Go(func() {
 			var pass string
-			if pass, errs[3] = sm.get(ctx, env.RedisSecretID, ""); errs[3] != nil {
+			if pass, errs[2] = sm.get(ctx, env.RedisSecretID, ""); errs[2] != nil {
+				errs[2] = failed("the Redis password", errs[2])
 				return
 			}
-			if redisURL, errs[3] = withPassword(redisURL, pass); errs[3] != nil {
-				errs[3] = fmt.Errorf("REDIS_URL: %w", errs[3])
+			if redisURL, errs[2] = withPassword(redisURL, pass); errs[2] != nil {
+				errs[2] = failed("the environment", fmt.Errorf("REDIS_URL: %w", errs[2]))
 			}
-		}
-	})
+		})
+	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
-		return nil, err
+		return nil, firstInit(errs[:], err)
 	}
-	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
 	rdb, err := redisstore.NewClient(redisURL)
 	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: %w", err)
+		return nil, failed("the environment", fmt.Errorf("REDIS_URL: %w", err))
 	}
-	s := app.Settings{Redis: rdb, Secret: []byte(hash), Log: log, Observer: rt.metrics}
+	rt.shared = newSharedConfig(rdb, env.ConfigParam, ssm, env.Refresh, log)
+	cfg, doc, err := rt.config(ctx)
+	if err != nil {
+		rdb.Close()
+		return nil, failed("the config parameter", err)
+	}
+	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
+
+	s := app.Settings{Redis: rdb, Secret: hash, Log: log, Observer: rt.metrics}
 	if fn.Senders != 0 {
 		if p.Senders == nil {
 			return nil, fmt.Errorf("function %s delivers codes but was built without senders", fn.Name)
 		}
 		if s.Senders, err = p.Senders(getenv, awsCfg); err != nil {
-			return nil, err
+			return nil, failed("the senders' settings", err)
 		}
 	}
 	if fn.Auth {
@@ -220,7 +303,7 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 			clientSecret = func() (string, error) { return sm.get(ctx, id, "") }
 		}
 		if s.Auth, _, err = p.Auth(getenv, false, clientSecret); err != nil {
-			return nil, err
+			return nil, failed("the authenticator's settings", err)
 		}
 	}
 	if fn.Internal {
@@ -231,79 +314,156 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 	if rt.app, err = app.New(ctx, s, cfg, keys); err != nil {
 		return nil, err
 	}
-	rt.last.Store(time.Now().UnixNano())
+	rt.cfgSched.done(true)
+	rt.keySched.done(true)
 	return rt, nil
+}
+
+// firstInit is the first dependency's error of init's parallel reads (the
+// one a 503 names), with all of them logged by the caller.
+func firstInit(errs []error, all error) error {
+	for _, e := range errs {
+		var ie *initError
+		if errors.As(e, &ie) {
+			return &initError{ie.what, all}
+		}
+	}
+	return all
+}
+
+// schedule is when a refresh is due: every period, jittered, backing off
+// on failures.
+type schedule struct {
+	every   time.Duration
+	next    atomic.Int64 // unix ns
+	running atomic.Bool
+	fails   int // touched by the one running refresh only
+}
+
+const maxBackoff = 15 * time.Minute
+
+// due reports whether the refresh is due and, if so, takes it (the
+// caller must call done).
+func (s *schedule) due() bool {
+	return time.Now().UnixNano() >= s.next.Load() && s.running.CompareAndSwap(false, true)
+}
+
+// done sets the next time: every (doubled per failure in a row, up to
+// maxBackoff), plus 0–50% jitter, so containers started together spread
+// their reads.
+func (s *schedule) done(ok bool) {
+	if ok {
+		s.fails = 0
+	} else if s.fails < 16 {
+		s.fails++
+	}
+	pause := min(s.every<<s.fails, maxBackoff)
+	pause += time.Duration(mrand.Int64N(int64(pause)/2 + 1))
+	s.next.Store(time.Now().Add(pause).UnixNano())
+	s.running.Store(false)
 }
 
 // runtime is the function's handler: the App, refreshed in place.
 type runtime struct {
-	env     Env
-	log     *slog.Logger
-	sm      *secrets
-	ssm     *parameters
-	metrics *emf.Observer
-	app     *app.App
+	fn       Function
+	env      Env
+	log      *slog.Logger
+	metrics  *emf.Observer
+	app      *app.App
+	shared   *sharedConfig
+	keys     *signingKeys // nil: the function neither signs nor publishes keys
+	cfgSched schedule
+	keySched schedule
 
-	last       atomic.Int64 // unix ns of the last refresh started
-	refreshing atomic.Bool
-	mu         sync.Mutex // guards doc and keyIDs
-	doc        string     // the config document in force
-	keyIDs     string     // the secret versions of the keys in force
-	keysNow    app.Keys   // the keys in force
+	mu      sync.Mutex // guards doc, keyIDs, keysNow and the reloads
+	doc     string     // the config document in force
+	keyIDs  string     // the secret versions of the keys in force
+	keysNow app.Keys   // the keys in force
 }
 
 func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if time.Since(time.Unix(0, rt.last.Load())) >= rt.env.Refresh && rt.refreshing.CompareAndSwap(false, true) {
-		rt.last.Store(time.Now().UnixNano())
+	if rt.cfgSched.due() {
 		go func() {
-			defer rt.refreshing.Store(false)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			rt.refresh(ctx)
+			rt.cfgSched.done(rt.refreshConfig(ctx))
+		}()
+	}
+	if rt.keys != nil && rt.keySched.due() {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			rt.keySched.done(rt.refreshKeys(ctx))
 		}()
 	}
 	rt.app.ServeHTTP(w, r)
 }
 
-// refresh reads the config and the keys again and reloads what changed.
-func (rt *runtime) refresh(ctx context.Context) {
-	cfg, doc, cerr := rt.config(ctx)
-	keys, keyIDs, kerr := rt.keys(ctx)
+// refreshConfig reads the document again and reloads it when it changed.
+// A document that does not parse or validate is rejected: the last good
+// one stays.
+func (rt *runtime) refreshConfig(ctx context.Context) bool {
+	cfg, doc, err := rt.config(ctx)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	// Each half stands on its own: a bad document does not hold back a
-	// key rotation, nor a failed key read a new document.
-	if cerr != nil {
-		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", cerr)
-		rt.metrics.Count(ctx, "ConfigRejected")
-		cfg, doc = rt.app.Config(), rt.doc
-	}
-	if kerr != nil {
-		rt.log.ErrorContext(ctx, "signing key refresh failed; the keys in force stay", "err", kerr)
-		rt.metrics.Count(ctx, "ConfigRejected")
-		keys, keyIDs = rt.keysNow, rt.keyIDs
-	}
-	if doc == rt.doc && keyIDs == rt.keyIDs {
-		return
-	}
-	if err := rt.app.Reload(cfg, keys); err != nil {
+	if err != nil {
 		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", err)
 		rt.metrics.Count(ctx, "ConfigRejected")
-		return
+		return !isUnreadable(err)
 	}
-	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
-	rt.log.InfoContext(ctx, "config refreshed", "config", docID(doc), "keys", keyIDs)
+	if doc == rt.doc {
+		return true
+	}
+	if err := rt.app.Reload(cfg, rt.keysNow); err != nil {
+		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", err)
+		rt.metrics.Count(ctx, "ConfigRejected")
+		return true
+	}
+	rt.doc = doc
+	rt.log.InfoContext(ctx, "config refreshed", "config", docID(doc))
+	return true
 }
 
-// config reads the config document: a parameter that does not exist (the
-// stack never creates it, so an update never resets it) means defaults.
+// refreshKeys reads the signing key's versions again and reloads the
+// keys when one changed.
+func (rt *runtime) refreshKeys(ctx context.Context) bool {
+	keys, ids, err := rt.keys.load(ctx)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if err != nil {
+		rt.log.ErrorContext(ctx, "signing key refresh failed; the keys in force stay", "err", err)
+		rt.metrics.Count(ctx, "ConfigRejected")
+		return false
+	}
+	if ids == rt.keyIDs {
+		return true
+	}
+	if err := rt.app.Reload(rt.app.Config(), keys); err != nil {
+		rt.log.ErrorContext(ctx, "signing key refresh rejected; the keys in force stay", "err", err)
+		rt.metrics.Count(ctx, "ConfigRejected")
+		return true
+	}
+	rt.keyIDs, rt.keysNow = ids, keys
+	rt.log.InfoContext(ctx, "signing keys refreshed", "keys", ids)
+	return true
+}
+
+// errUnreadable marks a config that could not be read (as opposed to a
+// document that is wrong): the schedule backs off.
+var errUnreadable = errors.New("unreadable")
+
+func isUnreadable(err error) bool { return errors.Is(err, errUnreadable) }
+
+// config reads the config document (see sharedConfig): a parameter that
+// does not exist (the stack never creates it, so an update never resets
+// it) means defaults.
 func (rt *runtime) config(ctx context.Context) (guard.Config, string, error) {
 	if rt.env.ConfigParam == "" {
 		return guard.DefaultConfig(), "", nil
 	}
-	doc, found, err := rt.ssm.get(ctx, rt.env.ConfigParam)
+	doc, found, err := rt.shared.read(ctx)
 	if err != nil {
-		return guard.Config{}, "", fmt.Errorf("config parameter %s: %w", rt.env.ConfigParam, err)
+		return guard.Config{}, "", fmt.Errorf("config parameter %s: %w: %w", rt.env.ConfigParam, errUnreadable, err)
 	}
 	if !found {
 		rt.log.WarnContext(ctx, "the config parameter does not exist; the defaults apply", "parameter", rt.env.ConfigParam)
@@ -313,46 +473,6 @@ func (rt *runtime) config(ctx context.Context) (guard.Config, string, error) {
 		return guard.Config{}, "", fmt.Errorf("config parameter %s: %w", rt.env.ConfigParam, err)
 	}
 	return cfg, doc, nil
-}
-
-// keys reads the signing key's versions: AWSCURRENT signs; AWSPREVIOUS
-// (tokens it signed are still live) and AWSPENDING (a key about to sign,
-// which backends should learn first) are in the JWKS too.
-func (rt *runtime) keys(ctx context.Context) (app.Keys, string, error) {
-	id := rt.env.SigningSecretID
-	stages := []string{"AWSCURRENT", "AWSPREVIOUS", "AWSPENDING"}
-	var vals [3]string
-	var errs [3]error
-	var wg sync.WaitGroup
-	for i, stage := range stages {
-		wg.Go(func() { vals[i], errs[i] = rt.sm.get(ctx, id, stage) })
-	}
-	wg.Wait()
-	if errs[0] != nil {
-		return app.Keys{}, "", errs[0]
-	}
-	key, err := KeyFromSecret(vals[0])
-	if err != nil {
-		return app.Keys{}, "", fmt.Errorf("signing secret %s: %w", id, err)
-	}
-	keys := app.Keys{Signing: key}
-	ids := docID(vals[0])
-	for i := 1; i < len(stages); i++ {
-		if errors.Is(errs[i], errNotFound) {
-			continue
-		}
-		if errs[i] != nil {
-			return app.Keys{}, "", errs[i]
-		}
-		k, err := KeyFromSecret(vals[i])
-		if err != nil {
-			rt.log.WarnContext(ctx, "a signing key version is unreadable; it is left out of the JWKS", "stage", stages[i], "err", err)
-			continue
-		}
-		keys.Others = append(keys.Others, k.Public().(ed25519.PublicKey))
-		ids += "," + stages[i] + ":" + docID(vals[i])
-	}
-	return keys, ids, nil
 }
 
 // withPassword puts the Redis AUTH password into each URL of a REDIS_URL

@@ -25,6 +25,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/awsfake"
+	"github.com/otpguard/otpguard/internal/lambdaapp"
 	"github.com/otpguard/otpguard/internal/redistest"
 	"github.com/otpguard/otpguard/internal/testutil"
 )
@@ -249,6 +250,13 @@ func bootstraps(t *testing.T, bin string, rb lambdaRedis) {
 
 	for file, s := range samples {
 		t.Run(s.fn, func(t *testing.T) {
+			// As its role would: the secrets the function does not need
+			// are refused (TestPolicyARNsNameWhatTheFunctionsRead checks
+			// the template grants exactly these).
+			fn := function(t, s.fn)
+			aws.Deny("secretsmanager:GetSecretValue", "otpguard/signing", !fn.Signs)
+			aws.Deny("secretsmanager:DescribeSecret", "otpguard/signing", !fn.Signs)
+			aws.Deny("secretsmanager:GetSecretValue", "otpguard/hash", !fn.Hashes)
 			exe := buildBootstrap(t, bin, s.fn)
 			api := newRuntimeAPI()
 			defer api.Close()
@@ -502,4 +510,69 @@ func buildBootstrap(tb testing.TB, dir, fn string) string {
 		tb.Fatalf("build %s: %v\n%s", fn, err, out)
 	}
 	return exe
+}
+
+// function is the lambdaapp.Function of a bootstrap.
+func function(t *testing.T, name string) lambdaapp.Function {
+	for _, fn := range lambdaapp.Functions {
+		if fn.Name == name {
+			return fn
+		}
+	}
+	t.Fatalf("no function %s", name)
+	return lambdaapp.Function{}
+}
+
+// TestABootstrapThatCannotReadItsConfigAnswersNotReady: a function whose
+// role may not read the config parameter (a wrong name gives AccessDenied)
+// stays up under the Runtime API: no init error (Lambda would restart it
+// on every request), 503 not_ready naming the dependency, and it serves
+// once the parameter can be read.
+func TestABootstrapThatCannotReadItsConfigAnswersNotReady(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	aws := awsfake.New()
+	defer aws.Close()
+	aws.SetParameter("/otpguard/config", "otp: {ttl: 5m}\n")
+	aws.Deny("ssm:GetParameter", "/otpguard/config", true)
+	exe := buildBootstrap(t, t.TempDir(), "health")
+	api := newRuntimeAPI()
+	defer api.Close()
+	cmd := exec.Command(exe)
+	var stdout, stderr testutil.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = []string{
+		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"), "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret", "AWS_ENDPOINT_URL=" + aws.URL,
+		"REDIS_URL=redis://" + rs.Addr, "GUARD_CONFIG_PARAM=/otpguard/config", "STACK_NAME=test",
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	select {
+	case <-api.firstNext:
+	case msg := <-api.initErr:
+		t.Fatalf("init error posted (a crash loop): %s", msg)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the bootstrap never asked for an invocation: %s", stderr.String())
+	}
+	event, err := os.ReadFile(filepath.Join(root, "events", "health.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAnswer(t, api.invoke(t, "req-1", event), 503, func(t *testing.T, b map[string]any) {
+		if b["code"] != "not_ready" || !strings.Contains(b["detail"].(string), "the config parameter") {
+			t.Errorf("not ready: %v", b)
+		}
+	})
+	aws.Deny("ssm:GetParameter", "/otpguard/config", false)
+	time.Sleep(1100 * time.Millisecond)
+	checkAnswer(t, api.invoke(t, "req-2", event), 200, func(t *testing.T, b map[string]any) { eq(t, b["status"], "ok") })
+	if cmd.ProcessState != nil {
+		t.Error("the process exited")
+	}
 }
