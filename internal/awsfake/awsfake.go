@@ -50,7 +50,7 @@ type Server struct {
 	// denied answers AccessDeniedException to an operation on a resource
 	// (op + "\x00" + name): what IAM answers a policy that does not match.
 	denied map[string]bool
-	users   map[string]User
+	users  map[string]User
 	// fail maps a destination (email or phone) to the error code the
 	// service answers for it, such as MessageRejected or InvalidParameter.
 	fail map[string]string
