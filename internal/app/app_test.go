@@ -1,30 +1,17 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testutil"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // TestWarnsOfAnEvictingRedis: an allkeys-* maxmemory-policy can evict
 // live counters (limits silently reset): the server says so at start-up.
@@ -42,7 +29,7 @@ func TestWarnsOfAnEvictingRedis(t *testing.T) {
 		if err := rdb.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
 			t.Fatal(err)
 		}
-		var logs lockedBuffer
+		var logs testutil.Buffer
 		_, err := app.New(ctx, app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"), Log: slog.New(slog.NewTextHandler(&logs, nil))},
 			guard.DefaultConfig(), app.Keys{Signing: key})
 		if err != nil {

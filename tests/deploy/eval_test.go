@@ -309,7 +309,7 @@ func (s *stack) statements(name string) []statement {
 		sts, _ := d.(map[string]any)["Statement"].([]any)
 		for _, st := range sts {
 			m := st.(map[string]any)
-			x := statement{Effect: scalar(m["Effect"]), Actions: strs(m["Action"]), Resources: strs(m["Resource"])}
+			x := statement{Effect: scalar(m["Effect"]), Actions: anyStrings(m["Action"]), Resources: anyStrings(m["Resource"])}
 			x.Condition, _ = m["Condition"].(map[string]any)
 			out = append(out, x)
 		}
@@ -317,19 +317,6 @@ func (s *stack) statements(name string) []statement {
 	return out
 }
 
-func strs(v any) []string {
-	switch x := v.(type) {
-	case string:
-		return []string{x}
-	case []any:
-		var out []string
-		for _, e := range x {
-			out = append(out, scalar(e))
-		}
-		return out
-	}
-	return nil
-}
 
 // env is the evaluated environment of a function resource.
 func (s *stack) env(fn string) map[string]string {
