@@ -34,6 +34,7 @@ type Config struct {
 	Token   TokenConfig   `yaml:"token"`
 	Network NetworkConfig `yaml:"network"`
 	Store   StoreConfig   `yaml:"store"`
+	Signup  SignupConfig  `yaml:"signup"`
 	// Rules replaces the default rules as a whole when given.
 	Rules []Rule `yaml:"rules"`
 }
@@ -83,6 +84,17 @@ type NetworkConfig struct {
 	// browsers may call the public routes (CORS). Default none: browsers
 	// on other origins cannot post JSON to the API.
 	AllowedOrigins []string `yaml:"allowedOrigins"`
+}
+
+// SignupConfig says what a signup may carry besides the email and the
+// password.
+type SignupConfig struct {
+	// Attributes lists the user attributes /v1/signup passes to the
+	// authenticator (Cognito's SignUp, the app's own endpoint); any other
+	// is refused (400), so a client cannot set email_verified or a
+	// custom: attribute your app trusts. Default name, given_name,
+	// family_name, locale, zoneinfo.
+	Attributes []string `yaml:"attributes"`
 }
 
 // StoreConfig bounds calls to the store.
@@ -320,8 +332,9 @@ type FieldError struct {
 func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
 
 var (
-	namePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	actionPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	attributePattern = regexp.MustCompile(`^[A-Za-z0-9_:-]{1,64}$`)
+	namePattern      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	actionPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 )
 
 // Validate checks the whole document and reports every bad field, each
@@ -389,6 +402,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.DenyCache.Size < 1 || c.Store.DenyCache.Size > 10_000_000 {
 		bad("store.denyCache.size", "must be 1 to 10000000, got %d", c.Store.DenyCache.Size)
+	}
+	for i, a := range c.Signup.Attributes {
+		if !attributePattern.MatchString(a) {
+			bad(fmt.Sprintf("signup.attributes[%d]", i), "%q is not an attribute name (letters, digits, '_', '-', ':', at most 64)", a)
+		}
 	}
 	for i, o := range c.Network.AllowedOrigins {
 		if !validOrigin(o) {

@@ -9,7 +9,7 @@ import (
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
 	if c.OTP.Length != 6 || c.OTP.TTL != 10*time.Minute || c.OTP.MaxAttempts != 5 || c.Store.Timeout != 50*time.Millisecond ||
-		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 15 {
+		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 19 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	byName := map[string]Rule{}
@@ -32,7 +32,7 @@ func TestConfigOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.OTP.Length != 8 || c.OTP.SMS.DefaultRegion != "GB" || c.OTP.TTL != 10*time.Minute || len(c.OTP.SMS.AllowedTypes) != 2 || len(c.Rules) != 15 {
+	if c.OTP.Length != 8 || c.OTP.SMS.DefaultRegion != "GB" || c.OTP.TTL != 10*time.Minute || len(c.OTP.SMS.AllowedTypes) != 2 || len(c.Rules) != len(DefaultConfig().Rules) {
 		t.Fatalf("overlay: %+v", c.OTP)
 	}
 	c, err = ParseConfig([]byte("rules:\n  - {name: only, action: otp.send, key: [ip], limit: 3, window: 1m, mode: soft}\n"))

@@ -45,8 +45,10 @@ const (
 	// Success: the failure counted at admission is given back, and rules
 	// with resetOnSuccess are cleared.
 	Success
-	// Void: the attempt never happened (the authenticator was
-	// unavailable): every failure counted at admission is given back.
+	// Void: the attempt never happened, or failed through no doing of
+	// the subject's (the authenticator or the message provider failed, a
+	// code could not be stored): everything the decision took, of every
+	// rule, is given back.
 	Void
 	// Stray: the attempt failed against nothing the subject owns (an OTP
 	// guess when no code is pending). It is given back to the rules keyed
@@ -93,8 +95,9 @@ type Result struct {
 	// rule's units, without asking the store.
 	Leased bool
 
-	taken  int64  // units the store consumed for this rule
-	member string // the entry a set algorithm added
+	taken  int64     // units the store consumed for this rule
+	member string    // the entry a set algorithm added
+	at     time.Time // the store's clock (its node's) when it applied the rule: what a refund names
 }
 
 // Decision is the answer to [Guard.Allow].
@@ -122,10 +125,10 @@ type Options struct {
 	// bytes; required.
 	Secret []byte
 	// Backstop decides for rules with onStoreError allow while the Store
-	// fails: a store private to this process (memstore.New), so each
-	// process still limits on its own. Required when a rule allows on
-	// store errors.
-	Backstop Store
+	// fails: a copy of the store's state in this process
+	// (memstore.New), kept to what the store answers and never asked
+	// while it answers. Required when a rule allows on store errors.
+	Backstop Backstop
 	// Clock reads this process's monotonic clock for the deny cache and
 	// leases, which measure only durations the store reported. Default
 	// time.Now. Rule windows always run on the store's clock.
@@ -134,24 +137,32 @@ type Options struct {
 	// give the Backstop its Now (memstore.New(clock.Now)) so that both
 	// count in the same time.
 	StoreClock *StoreClock
+	// Unblocked, when set, is told the states an Unblock cleared, so that
+	// other processes forget their copies of them (see [Guard.Forget]).
+	Unblocked func(ctx context.Context, states []State)
 }
+
+// State names one rule's state for one subject, without the subject: the
+// rule's id and the subject's keyed hash.
+type State struct{ ID, Tag string }
 
 // Guard evaluates the configured rules of an action against a Store.
 // It is safe for concurrent use.
 type Guard struct {
-	store    Store
-	backstop Store
-	secret   []byte
-	timeout  time.Duration
-	ipv6Bits int
-	byAction map[string][]*rule
-	all      []*rule
-	clock    func() time.Time
-	macs     sync.Pool // keyed HMAC-SHA256 states
-	global   string    // the tag of the global dimension, hashed once
-	cache    *denyCache
-	leases   *leases
-	storeClk *StoreClock
+	store     Store
+	backstop  Backstop
+	secret    []byte
+	timeout   time.Duration
+	ipv6Bits  int
+	byAction  map[string][]*rule
+	all       []*rule
+	clock     func() time.Time
+	macs      sync.Pool // keyed HMAC-SHA256 states
+	global    string    // the tag of the global dimension, hashed once
+	cache     *denyCache
+	leases    *leases
+	storeClk  *StoreClock
+	unblocked func(ctx context.Context, states []State)
 }
 
 // rule is a Rule with what every decision needs computed once.
@@ -176,15 +187,16 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		opts.Clock = time.Now
 	}
 	g := &Guard{
-		store:    store,
-		backstop: opts.Backstop,
-		secret:   slices.Clone(opts.Secret),
-		timeout:  cfg.Store.Timeout,
-		ipv6Bits: cfg.Network.IPv6Prefix,
-		byAction: map[string][]*rule{},
-		clock:    opts.Clock,
-		leases:   &leases{m: map[string]*lease{}},
-		storeClk: opts.StoreClock,
+		store:     store,
+		backstop:  opts.Backstop,
+		secret:    slices.Clone(opts.Secret),
+		timeout:   cfg.Store.Timeout,
+		ipv6Bits:  cfg.Network.IPv6Prefix,
+		byAction:  map[string][]*rule{},
+		clock:     opts.Clock,
+		leases:    &leases{m: map[string]*lease{}},
+		storeClk:  opts.StoreClock,
+		unblocked: opts.Unblocked,
 	}
 	g.macs.New = func() any { return &macState{h: hmac.New(sha256.New, g.secret)} }
 	if cfg.Store.DenyCache.TTL > 0 {
@@ -251,7 +263,11 @@ func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
 	return g.AllowN(ctx, req, 1)
 }
 
-// AllowN is Allow for n units.
+// AllowN is Allow for n units. It runs in five steps (see the package
+// comment): a denial this process remembers answers at once; else the
+// ops are planned (a lease may pay locally), the store decides (the
+// backstop only when the store fails), the results become the decision,
+// and the leases and the deny cache learn from it.
 func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, error) {
 	if n < 1 {
 		return Decision{}, fmt.Errorf("guard: cost %d: %w", n, ErrInvalidInput)
@@ -263,98 +279,184 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	if err := g.hasDims(rules, req.Subject); err != nil {
 		return Decision{}, err
 	}
-	var tagBuf [8]string // most actions have a few rules: no allocation
-	var tags []string
-	if len(rules) <= len(tagBuf) {
-		tags = tagBuf[:len(rules)]
+	a := attempt{g: g, rules: rules, subject: req.Subject, n: n, now: g.clock()}
+	if len(rules) <= len(a.tagBuf) {
+		a.tags = a.tagBuf[:len(rules)]
 	} else {
-		tags = make([]string, len(rules))
+		a.tags = make([]string, len(rules))
 	}
-	now := g.clock()
-	if g.cache != nil {
-		// rule by rule, hashing only as far as the first remembered denial:
-		// an attacker's repeat costs one keyed hash, not one per rule
-		for i, r := range rules {
-			if !r.spec.Enforce {
-				continue
-			}
-			if res, ok := g.cache.get(r.spec.ID+g.tag(rules, tags, i, req.Subject), now); ok {
-				return g.cached(rules, i, res), nil
-			}
+	if d, ok := a.remembered(); ok {
+		return d, nil
+	}
+	if err := a.plan(); err != nil {
+		return Decision{}, err
+	}
+	defer a.refilled()
+	a.decide(ctx)
+	d := a.decision()
+	a.learn(&d)
+	return d, nil
+}
+
+// attempt is one AllowN in progress.
+type attempt struct {
+	g       *Guard
+	rules   []*rule
+	subject Subject
+	n       int64
+	now     time.Time // the process's clock: the deny cache and leases
+	tagBuf  [8]string // most actions have a few rules: no allocation
+	tags    []string  // per rule, filled as needed (see tag)
+	d       Decision
+	ops     []Op
+	at      []int    // the rule of each op
+	local   []int    // the rules paid from this process's lease
+	refills []string // the leases this attempt refills from the store
+	res     []OpResult
+	err     error // the store's
+}
+
+// remembered is step 1: a denial this process remembers (the deny cache)
+// answers without the store, rule by rule, hashing only as far as the
+// first remembered denial, so an attacker's repeat costs one keyed hash.
+func (a *attempt) remembered() (Decision, bool) {
+	g := a.g
+	if g.cache == nil {
+		return Decision{}, false
+	}
+	for i, r := range a.rules {
+		if !r.cacheable() {
+			continue
+		}
+		if res, ok := g.cache.get(a.cacheKey(i), a.now); ok {
+			return g.cached(a.rules, i, res), true
 		}
 	}
-	for i := range rules {
-		g.tag(rules, tags, i, req.Subject)
-	}
+	return Decision{}, false
+}
 
-	d := Decision{Allowed: true, Rules: make([]Result, len(rules))}
-	ops := make([]Op, 0, len(rules))
-	at := make([]int, 0, len(rules)) // the rule of each op
-	var local []int                  // rules paid from a local lease
-	for i, r := range rules {
-		op := Op{Kind: Take, Spec: r.spec, Tag: tags[i], Cost: n}
+// cacheKey names rule i's state for this subject in the deny cache: the
+// rule's id and the subject's tag, and for a distinct rule the value too
+// (a value already seen is admitted where a new one is denied).
+func (a *attempt) cacheKey(i int) string {
+	r := a.rules[i]
+	k := r.spec.ID + a.tag(i)
+	if r.Algorithm == Distinct {
+		v, _ := a.g.dimension(r.Of, a.subject)
+		k += ":" + a.g.valueHash(r.Of, v)
+	}
+	return k
+}
+
+// tag is rule i's subject tag (see Guard.tag).
+func (a *attempt) tag(i int) string { return a.g.tag(a.rules, a.tags, i, a.subject) }
+
+// plan is step 2: one op per rule, except the rules a lease of this
+// process pays for.
+func (a *attempt) plan() error {
+	g := a.g
+	a.d = Decision{Allowed: true, Rules: make([]Result, len(a.rules))}
+	a.ops, a.at = make([]Op, 0, len(a.rules)), make([]int, 0, len(a.rules))
+	for i, r := range a.rules {
+		op := Op{Kind: Take, Spec: r.spec, Tag: a.tag(i), Cost: a.n}
 		switch r.Algorithm {
 		case Concurrency:
-			if d.Lease == "" {
-				d.Lease = newID()
+			if a.d.Lease == "" {
+				a.d.Lease = newID()
 			}
-			op.Member = d.Lease
+			op.Member = a.d.Lease
 		case SlidingLog:
 			op.Member = newID() // names this request's log entries
 		case Distinct:
-			v, err := g.dimension(r.Of, req.Subject)
+			v, err := g.dimension(r.Of, a.subject)
 			if err != nil {
-				return Decision{}, fmt.Errorf("rule %s: %w", r.Name, err)
+				a.refilled()
+				return fmt.Errorf("rule %s: %w", r.Name, err)
 			}
 			op.Member = g.valueHash(r.Of, v)
 		}
 		if r.Lease != nil {
-			left, ok, refill := g.leases.take(r.spec.ID+tags[i], n, now)
+			left, ok, refill := g.leases.take(r.spec.ID+op.Tag, a.n, a.now)
 			if ok {
-				d.Rules[i] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Remaining: left, Leased: true}
-				local = append(local, i)
+				a.d.Rules[i] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Remaining: left, Leased: true}
+				a.local = append(a.local, i)
 				continue
 			}
 			if refill {
-				defer g.leases.done(r.spec.ID + tags[i])
-				op.Extra = max(0, r.Lease.Units-n)
+				a.refills = append(a.refills, r.spec.ID+op.Tag)
+				op.Extra = max(0, r.Lease.Units-a.n)
 			}
 		}
-		ops, at = append(ops, op), append(at, i)
+		a.ops, a.at = append(a.ops, op), append(a.at, i)
 	}
-	if len(ops) > 0 {
-		// The backstop counts first, for the rules that fall back on it
-		// (onStoreError: allow): when the store then fails, its answer
-		// is already there and counts everything this process admitted,
-		// so a slow or failing Redis never buys an attacker a fresh
-		// budget, even for requests in flight together.
-		pre := g.shadow(ctx, rules, at, ops)
-		res, err := g.do(ctx, g.store, ops)
-		if err != nil {
-			d.StoreError = err
-			res = pre.fallback(rules, at, len(ops))
+	return nil
+}
+
+// refilled ends the lease refills this attempt took on.
+func (a *attempt) refilled() {
+	for _, k := range a.refills {
+		a.g.leases.done(k)
+	}
+	a.refills = nil
+}
+
+// decide is step 3: the store decides. While it answers, it alone does,
+// and the backstop is told what it answered for the rules that fall back
+// on it. When it fails, the backstop decides those rules (counting from
+// what the store last said) and the others deny.
+func (a *attempt) decide(ctx context.Context) {
+	if len(a.ops) == 0 {
+		return
+	}
+	g := a.g
+	backed := g.backedOps(a.rules, a.at, a.ops)
+	if len(backed) > 0 {
+		g.backstop.Begin(backed)
+	}
+	a.res, a.err = g.do(ctx, g.store, a.ops)
+	if a.err == nil {
+		if g.storeClk != nil && len(a.res) > 0 {
+			g.storeClk.observe(a.res[0].Now)
 		}
-		defer pre.settle(ctx, g, &d, res, err)
-		veto := -1
-		if err == nil {
-			if g.storeClk != nil && len(res) > 0 {
-				g.storeClk.observe(res[0].Now)
-			}
-			veto = pre.veto(rules, at, res)
-			if veto >= 0 {
-				g.refundStore(ctx, ops, res)
-			}
-		}
-		for j, i := range at {
-			d.Rules[i] = rules[i].result(res[j], ops[j].Member)
-			d.Rules[i].StoreError = err != nil
-			d.Rules[i].Backstop = (err != nil && rules[i].allow) || j == veto
-			if d.At.IsZero() {
-				d.At = res[j].Now
-			}
+		g.mirror(a.rules, a.at, a.ops, a.res)
+		return
+	}
+	if len(backed) > 0 {
+		g.backstop.End(backed)
+	}
+	a.res = g.fallback(ctx, a.rules, a.at, a.ops)
+}
+
+// backedOps are the ops of the rules that fall back on the backstop.
+func (g *Guard) backedOps(rules []*rule, at []int, ops []Op) []Op {
+	if g.backstop == nil {
+		return nil
+	}
+	var out []Op
+	for j, i := range at {
+		if rules[i].allow {
+			op := ops[j]
+			op.Extra = 0
+			out = append(out, op)
 		}
 	}
-	for i, r := range rules {
+	return out
+}
+
+// decision is step 4: the results in configuration order, allowed only
+// if every enforcing rule allowed.
+func (a *attempt) decision() Decision {
+	d := a.d
+	for j, i := range a.at {
+		d.Rules[i] = a.rules[i].result(a.res[j], a.ops[j].Member)
+		d.Rules[i].StoreError = a.err != nil
+		d.Rules[i].Backstop = a.err != nil && a.rules[i].allow
+		if d.At.IsZero() {
+			d.At = a.res[j].Now
+		}
+	}
+	d.StoreError = a.err
+	for i, r := range a.rules {
 		if res := d.Rules[i]; !res.Allowed && r.spec.Enforce {
 			if d.Allowed {
 				d.Allowed, d.DeniedBy = false, r.Name
@@ -362,38 +464,44 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 			d.RetryAfter = max(d.RetryAfter, res.RetryAfter)
 		}
 	}
+	return d
+}
 
-	// Leases: units paid locally go back when the request is denied;
-	// extra units the store granted become this process's lease.
-	for _, i := range local {
+// learn is step 5: units paid from a lease go back when the request was
+// denied; extra units the store granted become this process's lease; a
+// denial that only time ends is remembered until then (at most the deny
+// cache's ttl).
+func (a *attempt) learn(d *Decision) {
+	g := a.g
+	for _, i := range a.local {
 		if !d.Allowed {
-			g.leases.give(rules[i].spec.ID+tags[i], n)
+			g.leases.give(a.rules[i].spec.ID+a.tags[i], a.n)
 		}
 	}
 	if d.Allowed && d.StoreError == nil {
-		for j, i := range at {
-			if extra := d.Rules[i].taken - n; extra > 0 && ops[j].Extra > 0 {
-				g.leases.grant(rules[i].spec.ID+tags[i], extra, now, now.Add(d.Rules[i].ResetAfter))
+		for j, i := range a.at {
+			if extra := d.Rules[i].taken - a.n; extra > 0 && a.ops[j].Extra > 0 {
+				g.leases.grant(a.rules[i].spec.ID+a.tags[i], extra, a.now, a.now.Add(d.Rules[i].ResetAfter))
 			}
 		}
 	}
-	if !d.Allowed && d.StoreError == nil && g.cache != nil && n == 1 {
-		for i, r := range rules {
-			if res := d.Rules[i]; !res.Allowed && !res.Skipped && !res.Cached && r.cacheable(res) {
-				g.cache.put(r.spec.ID+tags[i], res, now)
+	if !d.Allowed && d.StoreError == nil && g.cache != nil && a.n == 1 {
+		for i, r := range a.rules {
+			if res := d.Rules[i]; !res.Allowed && !res.Skipped && !res.Cached && r.cacheable() && !res.Locked && res.RetryAfter > 0 {
+				g.cache.put(a.cacheKey(i), res, a.now)
 			}
 		}
 	}
-	return d, nil
 }
 
-// cacheable reports whether a denial of r can be answered from the deny
-// cache until its retry-after: only time ends it. Concurrency leases are
-// released at any moment, and a failure count drops when an attempt in
-// flight succeeds, so those are asked of the store every time; a lockout
-// runs its course.
-func (r *rule) cacheable(res Result) bool {
-	return r.spec.Enforce && r.Algorithm != Concurrency && (r.Count == CountRequests || res.Locked) && res.RetryAfter > 0
+// cacheable reports whether r's denials may be answered from the deny
+// cache until their retry-after: only those time alone ends. Concurrency
+// leases are released at any moment; a failure count drops when an
+// attempt in flight succeeds; and a lockout, which an administrator may
+// lift, is always asked of the store (a login is worth a round trip: the
+// unblocked owner logs in at once, through any process).
+func (r *rule) cacheable() bool {
+	return r.spec.Enforce && r.Algorithm != Concurrency && r.Count == CountRequests && r.Lockout == nil
 }
 
 // cached is the decision a cached denial of rules[i] answers: the store is
@@ -407,291 +515,59 @@ func (g *Guard) cached(rules []*rule, i int, res Result) Decision {
 	return d
 }
 
-// shadowed is what the backstop took for a decision, before the store
-// was asked.
-type shadowed struct {
-	ops []Op
-	idx []int // the decision's op of each
-	res []OpResult
-	err error
-}
-
-// shadow takes, in the backstop, the ops of the rules that fall back on
-// it.
-func (g *Guard) shadow(ctx context.Context, rules []*rule, at []int, ops []Op) *shadowed {
-	sh := &shadowed{}
+// mirror tells the backstop what the store answered for the ops of the
+// rules that fall back on it.
+func (g *Guard) mirror(rules []*rule, at []int, ops []Op, res []OpResult) {
+	if g.backstop == nil {
+		return
+	}
+	var mo []Op
+	var mr []OpResult
 	for j, i := range at {
 		if rules[i].allow {
 			op := ops[j]
 			op.Extra = 0
-			sh.ops, sh.idx = append(sh.ops, op), append(sh.idx, j)
+			mo, mr = append(mo, op), append(mr, res[j])
 		}
 	}
-	if len(sh.ops) > 0 {
-		sh.res, sh.err = g.do(ctx, g.backstop, sh.ops)
+	if len(mo) > 0 {
+		g.backstop.Mirror(mo, mr)
 	}
-	return sh
 }
 
-// fallback is the decision's results when the store failed: the
-// backstop's for the rules that allow it, a denial for the others.
-func (sh *shadowed) fallback(rules []*rule, at []int, n int) []OpResult {
-	res := make([]OpResult, n)
+// fallback is the decision's results when the store failed: when every
+// enforcing rule allows on store errors, the backstop decides them (one
+// atomic batch, from the state the store last answered); otherwise the
+// request is denied and nothing is counted.
+func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op) []OpResult {
+	res := make([]OpResult, len(ops))
 	for j := range res {
 		res[j] = OpResult{Allowed: false, RetryAfter: time.Second}
 	}
-	if sh.err == nil {
-		for k, j := range sh.idx {
-			res[j] = sh.res[k]
+	var bo []Op
+	var idx []int
+	for j, i := range at {
+		r := rules[i]
+		if r.spec.Enforce && !r.allow {
+			return res // this rule denies on store errors: so does the request
 		}
+		if r.allow {
+			op := ops[j]
+			op.Extra = 0
+			bo, idx = append(bo, op), append(idx, j)
+		}
+	}
+	if len(bo) == 0 || g.backstop == nil {
+		return res
+	}
+	br, err := g.do(ctx, g.backstop, bo)
+	if err != nil {
+		return res
+	}
+	for k, j := range idx {
+		res[j] = br[k]
 	}
 	return res
-}
-
-// veto finds an enforcing rule that the store admitted and the backstop
-// denied: this process alone has already admitted its limit (counted
-// while the store was failing, or by requests whose store calls timed
-// out), so the request is denied as if the store had, and the op's result
-// becomes the backstop's. -1 when none.
-func (sh *shadowed) veto(rules []*rule, at []int, res []OpResult) int {
-	if sh.err != nil {
-		return -1
-	}
-	for k, j := range sh.idx {
-		b := sh.res[k]
-		if res[j].Allowed && !res[j].Skipped && !b.Allowed && !b.Skipped && rules[at[j]].spec.Enforce {
-			res[j] = b
-			return j
-		}
-	}
-	return -1
-}
-
-// refundStore gives back what the store took for a decision vetoed
-// after it answered. A failed refund errs towards denying.
-func (g *Guard) refundStore(ctx context.Context, ops []Op, res []OpResult) {
-	var back []Op
-	for j, op := range ops {
-		if op.Kind == Take && res[j].Taken > 0 {
-			r := op
-			r.Kind, r.Cost, r.Extra, r.At = Refund, res[j].Taken, 0, res[j].Now
-			back = append(back, r)
-			res[j].Taken = 0
-		}
-	}
-	if len(back) > 0 {
-		_, _ = g.do(ctx, g.store, back)
-	}
-}
-
-// settle gives back to the backstop what it took for a request that was
-// not admitted (or that the store did not count for that rule), so that
-// it mirrors the store.
-func (sh *shadowed) settle(ctx context.Context, g *Guard, d *Decision, res []OpResult, storeErr error) {
-	if sh.err != nil || len(sh.ops) == 0 {
-		return
-	}
-	var back []Op
-	for k, j := range sh.idx {
-		took := sh.res[k].Taken
-		counted := d.Allowed && (storeErr != nil || (res[j].Allowed && !res[j].Skipped))
-		if took > 0 && !counted {
-			op := sh.ops[k]
-			op.Kind, op.Cost, op.At = Refund, took, sh.res[k].Now
-			back = append(back, op)
-		}
-	}
-	if len(back) > 0 {
-		_, _ = g.do(ctx, g.backstop, back)
-	}
-}
-
-// Settle reports how an attempt that d admitted ended, to the
-// failure-counting rules of its action (see [Outcome]). Pass the zero
-// Decision when the decision is not at hand (the internal outcomes route):
-// the store then assumes every rule counted the attempt in its current
-// window.
-func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Outcome) ([]Result, error) {
-	rules := g.match(req)
-	tags, err := g.tags(rules, req.Subject)
-	if err != nil {
-		return nil, err
-	}
-	var settled []*rule
-	var ops []Op
-	for i, r := range rules {
-		if r.Count != CountFailures {
-			continue
-		}
-		taken, member := int64(1), ""
-		if d.Rules != nil {
-			k := slices.IndexFunc(d.Rules, func(x Result) bool { return x.Rule == r.Name })
-			if k < 0 || !d.Allowed {
-				continue
-			}
-			taken, member = d.Rules[k].taken, d.Rules[k].member
-		} else if r.Algorithm == SlidingLog {
-			taken = 0 // its entry is named at admission, unknown here
-		}
-		kind := OpKind("")
-		switch failed := outcome == Failure || (outcome == Stray && !r.owned); {
-		case failed && r.Lockout != nil:
-			kind = Strike
-		case failed:
-		case outcome == Success && r.ResetOnSuccess:
-			kind = Clear
-		case taken > 0:
-			kind = Refund
-		}
-		if kind == "" {
-			continue
-		}
-		op := Op{Kind: kind, Spec: r.spec, Tag: tags[i], Cost: max(taken, 1), Member: member, At: d.At}
-		if r.Algorithm == Distinct && member == "" {
-			v, err := g.dimension(r.Of, req.Subject)
-			if err != nil {
-				return nil, fmt.Errorf("rule %s: %w", r.Name, err)
-			}
-			op.Member = g.valueHash(r.Of, v)
-		}
-		if kind != Strike && g.cache != nil {
-			g.cache.drop(r.spec.ID + tags[i])
-		}
-		settled, ops = append(settled, r), append(ops, op)
-	}
-	if len(ops) == 0 {
-		return nil, nil
-	}
-	if d.StoreError != nil {
-		// The attempt was admitted by the backstop alone.
-		res, err := g.do(ctx, g.backstop, ops)
-		if err != nil {
-			return nil, fmt.Errorf("settle %s outcome: %w", req.Action, err)
-		}
-		out := make([]Result, len(settled))
-		for i, r := range settled {
-			out[i] = r.result(res[i], "")
-		}
-		return out, nil
-	}
-	res, err := g.do(ctx, g.store, ops)
-	if err != nil {
-		return nil, fmt.Errorf("settle %s outcome: %w", req.Action, err)
-	}
-	// The backstop mirrors the store for the rules that fall back on it.
-	var back []Op
-	for i, r := range settled {
-		if r.allow {
-			back = append(back, ops[i])
-		}
-	}
-	if len(back) > 0 {
-		_, _ = g.do(ctx, g.backstop, back)
-	}
-	out := make([]Result, len(settled))
-	for i, r := range settled {
-		out[i] = r.result(res[i], "")
-	}
-	return out, nil
-}
-
-// Release gives back the concurrency leases that the decision with lease
-// took for req.
-func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
-	if lease == "" {
-		return nil
-	}
-	rules := g.match(req)
-	tags, err := g.tags(rules, req.Subject)
-	if err != nil {
-		return err
-	}
-	var ops []Op
-	for i, r := range rules {
-		if r.Algorithm == Concurrency {
-			ops = append(ops, Op{Kind: Release, Spec: r.spec, Tag: tags[i], Cost: 1, Member: lease})
-		}
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	if _, err := g.do(ctx, g.store, ops); err != nil {
-		return fmt.Errorf("release %s lease: %w", req.Action, err)
-	}
-	return nil
-}
-
-// Status is one rule's state for one subject (see [Guard.Status]).
-type Status struct {
-	Rule       string
-	Remaining  int64
-	ResetAfter time.Duration
-	Locked     bool
-	LockedFor  time.Duration
-}
-
-// Status reports, for every rule keyed on dimension alone, the state of
-// the subject whose value of it s holds.
-func (g *Guard) Status(ctx context.Context, dimension string, s Subject) ([]Status, error) {
-	rules, ops, err := g.onDimension(dimension, s, Peek)
-	if err != nil || len(ops) == 0 {
-		return nil, err
-	}
-	res, err := g.do(ctx, g.store, ops)
-	if err != nil {
-		return nil, fmt.Errorf("read %s state: %w", dimension, err)
-	}
-	out := make([]Status, len(rules))
-	for i, r := range rules {
-		x := r.result(res[i], "")
-		out[i] = Status{Rule: r.Name, Remaining: x.Remaining, ResetAfter: x.ResetAfter, Locked: x.Locked}
-		if x.Locked {
-			out[i].LockedFor = x.RetryAfter
-		}
-	}
-	return out, nil
-}
-
-// Unblock forgets, for every rule keyed on dimension alone, the counters,
-// lockouts and lockout history of the subject whose value of it s holds:
-// an administrator's unlock. Denials cached by other processes end within
-// store.denyCache.ttl.
-func (g *Guard) Unblock(ctx context.Context, dimension string, s Subject) ([]string, error) {
-	rules, ops, err := g.onDimension(dimension, s, Unblock)
-	if err != nil || len(ops) == 0 {
-		return nil, err
-	}
-	if _, err := g.do(ctx, g.store, ops); err != nil {
-		return nil, fmt.Errorf("unblock %s: %w", dimension, err)
-	}
-	names := make([]string, len(rules))
-	for i, r := range rules {
-		names[i] = r.Name
-		if g.cache != nil {
-			g.cache.drop(ops[i].Spec.ID + ops[i].Tag)
-		}
-		g.leases.drop(ops[i].Spec.ID + ops[i].Tag)
-	}
-	return names, nil
-}
-
-func (g *Guard) onDimension(dimension string, s Subject, kind OpKind) ([]*rule, []Op, error) {
-	if !slices.Contains(Dimensions, dimension) {
-		return nil, nil, fmt.Errorf("%w: unknown dimension %q", ErrInvalidInput, dimension)
-	}
-	var rules []*rule
-	var ops []Op
-	for _, r := range g.all {
-		if len(r.Key) != 1 || r.Key[0] != dimension {
-			continue
-		}
-		tags, err := g.tags([]*rule{r}, s)
-		if err != nil {
-			return nil, nil, err
-		}
-		rules, ops = append(rules, r), append(ops, Op{Kind: kind, Spec: r.spec, Tag: tags[0], Cost: 1})
-	}
-	return rules, ops, nil
 }
 
 // HasAction reports whether a rule has action.
@@ -762,7 +638,7 @@ func (r *rule) result(o OpResult, member string) Result {
 	res := Result{
 		Rule: r.Name, Mode: r.Mode, Allowed: o.Allowed, Limit: r.Limit, Window: r.Window,
 		Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: o.RetryAfter, Locked: o.Locked,
-		Skipped: o.Skipped, taken: o.Taken, member: member,
+		Skipped: o.Skipped, taken: o.Taken, member: member, at: o.Now,
 	}
 	if extra := r.limit - r.Limit; extra > 0 {
 		res.Remaining -= extra

@@ -296,3 +296,8 @@ type nopStore struct{}
 func (nopStore) Do(ctx context.Context, ops []Op) ([]OpResult, error) {
 	return nil, ErrStoreUnavailable
 }
+
+func (nopStore) Begin([]Op)              {}
+func (nopStore) End([]Op)                {}
+func (nopStore) Mirror([]Op, []OpResult) {}
+func (nopStore) Forget(string, string)   {}

@@ -1,19 +1,22 @@
 package guard
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // denyCache remembers denials in process, keyed by the denying rule's
-// state (rule id and subject tag), so an attacker's repeats are answered
-// without the store. An entry lives until the denial's retry-after, capped
-// at ttl: it answers only what the store would answer until then, except
-// that a refund or an unblock made through another process is seen at most
-// ttl late (through this one, at once). Only denials that time alone ends
-// are cached (see rule.cacheable). Durations are the store's; the local
-// monotonic clock only measures them.
+// state (rule id and subject tag, and the value of a distinct rule), so an
+// attacker's repeats are answered without the store. An entry lives until
+// the denial's retry-after, capped at ttl: it answers only what the store
+// would answer until then. A refund or an unblock made through this
+// process drops the entry at once; an unblock made through another
+// process, when it is told (Guard.Forget); a store that lost its data,
+// within ttl. Only denials that time alone ends are cached (see
+// rule.cacheable): never a lockout or a failure count. Durations are the
+// store's; the local monotonic clock only measures them.
 type denyCache struct {
 	ttl  time.Duration
 	size int
@@ -78,6 +81,24 @@ func (c *denyCache) put(key string, res Result, now time.Time) {
 func (c *denyCache) drop(key string) {
 	c.mu.Lock()
 	delete(c.m, key)
+	c.mu.Unlock()
+}
+
+// dropPrefix drops key and the entries of a distinct rule's values under
+// it (key + ":" + value): an unblock, rare enough to scan for.
+func (c *denyCache) dropPrefix(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if k == key || strings.HasPrefix(k, key+":") {
+			delete(c.m, k)
+		}
+	}
+}
+
+func (c *denyCache) clear() {
+	c.mu.Lock()
+	clear(c.m)
 	c.mu.Unlock()
 }
 
@@ -154,6 +175,12 @@ func (l *leases) grant(key string, units int64, now, until time.Time) {
 func (l *leases) drop(key string) {
 	l.mu.Lock()
 	delete(l.m, key)
+	l.mu.Unlock()
+}
+
+func (l *leases) clear() {
+	l.mu.Lock()
+	clear(l.m)
 	l.mu.Unlock()
 }
 

@@ -16,6 +16,27 @@ type Store interface {
 	Do(ctx context.Context, ops []Op) ([]OpResult, error)
 }
 
+// Backstop is the store that decides while the Store fails: a copy, in
+// this process, of the store's state for the rules with onStoreError
+// allow (memstore.New). It is never asked while the store answers.
+type Backstop interface {
+	Store
+	// Begin notes takes about to be sent to the store: until Mirror or
+	// End ends them, they count as taken, so that the requests of a burst
+	// whose store calls time out are not admitted by the store and then
+	// again by the backstop.
+	Begin(ops []Op)
+	// End ends takes the store did not answer (the backstop then decides
+	// them with Do).
+	End(ops []Op)
+	// Mirror ends takes the store answered, and sets each op's state to
+	// what the store answered for it (plus the takes still in flight).
+	Mirror(ops []Op, res []OpResult)
+	// Forget drops the state of rule id for subject tag (an unblock
+	// made through another process).
+	Forget(id, tag string)
+}
+
 // ErrStoreUnavailable is wrapped by every error a Store returns when it
 // cannot be reached in time.
 var ErrStoreUnavailable = errors.New("store unavailable")
@@ -32,14 +53,13 @@ const (
 	// Peek checks whether Cost more would be allowed; it writes nothing.
 	Peek OpKind = "p"
 	// Strike settles a failure on a rule with a lockout: if the rule is
-	// at its limit and not locked, a lockout starts and the counter starts
-	// afresh.
+	// at its limit, or the subject was locked out before within the
+	// lockout's reset, a lockout starts (the next duration) and the
+	// counter starts afresh.
 	Strike OpKind = "s"
 	// Refund gives back Cost units a Take consumed at At (Member for the
 	// set algorithms). At zero means "in the current window".
 	Refund OpKind = "r"
-	// Clear forgets the counter, not the lockout history.
-	Clear OpKind = "c"
 	// Unblock forgets the counter, any lockout and the lockout history.
 	Unblock OpKind = "u"
 	// Release removes the concurrency lease Member.

@@ -43,8 +43,11 @@ func (c problemConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	code := "invalid_request"
-	if status == http.StatusRequestEntityTooLarge || status == http.StatusRequestHeaderFieldsTooLarge {
+	switch status {
+	case http.StatusRequestEntityTooLarge:
 		code = "payload_too_large"
+	case http.StatusRequestHeaderFieldsTooLarge:
+		code = "headers_too_large"
 	}
 	body, _ := json.Marshal(map[string]any{
 		"type": "urn:otpguard:problem:" + code, "title": http.StatusText(status), "status": status,

@@ -116,8 +116,13 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// The headers must arrive within 5s; a body within api.BodyTimeout of
+	// its handler starting to read it (a 408 problem, not a silent
+	// close); ReadTimeout and WriteTimeout bound the rest. OPTIONS * is no
+	// route of ours: a 404 problem, like any unclean path.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+		WriteTimeout: 20 * time.Second, MaxHeaderBytes: 16 << 10, DisableGeneralOptionsHandler: true,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if d := getenv("GUARD_DEBUG_ADDR"); d != "" {
 		dl, err := net.Listen("tcp", d)
 		if err != nil {

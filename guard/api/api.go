@@ -45,6 +45,14 @@ type Authenticator interface {
 	SignUp(ctx context.Context, s guard.SignUp) error
 }
 
+// Confirmer is an authenticator whose accounts are confirmed by a code
+// sent to their address (the local users): a signup sends a code of
+// purpose signup, and its approval through /v1/otp/verify confirms the
+// account.
+type Confirmer interface {
+	Confirm(ctx context.Context, address string) error
+}
+
 // Observer is told every decision, for metrics.
 type Observer interface {
 	// Observe is called once per guarded request with the action, the

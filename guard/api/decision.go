@@ -75,10 +75,13 @@ func backstopDenied(d guard.Decision) bool {
 	return false
 }
 
-// settle reports an admitted attempt's outcome; a failure to record is
-// logged, never shown to the caller.
+// settle reports an admitted attempt's outcome. It outlives the request:
+// net/http cancels a request's context when its client hangs up, and a
+// success must still give its attempt back, a void attempt its units, a
+// failure its strike (the store timeout bounds it). A failure to record
+// is logged, never shown to the caller.
 func (s *Server) settle(ctx context.Context, req guard.Request, d guard.Decision, o guard.Outcome) {
-	if _, err := s.Guard.Settle(ctx, req, d, o); err != nil {
+	if _, err := s.Guard.Settle(context.WithoutCancel(ctx), req, d, o); err != nil {
 		s.Log.ErrorContext(ctx, "settle", "action", req.Action, "err", err)
 	}
 }

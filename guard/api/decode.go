@@ -8,8 +8,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -38,15 +40,27 @@ func decode(w http.ResponseWriter, r *http.Request, f fields) *Problem {
 	return decodeBytes(body, f)
 }
 
-// readBody reads at most MaxBody bytes of r's body (over it: 413).
+// BodyTimeout bounds the reading of a request body, from when its handler
+// starts to read it: a client that sends it slower gets a 408.
+const BodyTimeout = 5 * time.Second
+
+// readBody reads at most MaxBody bytes of r's body (over it: 413), within
+// BodyTimeout (else 408, and the connection closes).
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
 	if r.ContentLength > MaxBody {
 		return nil, problem("payload_too_large", fmt.Sprintf("the body is over %d bytes", MaxBody))
 	}
+	// Where the connection is ours (the local server); Lambda's events
+	// arrive whole and ignore it.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, problem("payload_too_large", fmt.Sprintf("the body is over %d bytes", MaxBody))
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			return nil, problem("request_timeout", "the body did not arrive within "+BodyTimeout.String())
 		}
 		return nil, badBody("the body could not be read")
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -172,7 +173,7 @@ func (s *Server) handleOutcome(w http.ResponseWriter, r *http.Request) {
 		invalidRequest(errs).write(w)
 		return
 	}
-	if _, err := s.Guard.Settle(r.Context(), req, guard.Decision{}, outcome); err != nil {
+	if _, err := s.Guard.Settle(context.WithoutCancel(r.Context()), req, guard.Decision{}, outcome); err != nil {
 		s.internalError(w, r, err)
 		return
 	}

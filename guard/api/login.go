@@ -1,14 +1,17 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/password"
+	"github.com/otpguard/otpguard/guard/token"
 )
 
 // MaxPassword bounds a password in code points (NIST 800-63B asks for at
@@ -94,7 +97,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		if at.IsZero() {
 			at = time.Now() // no rule asked the store: nothing else tells the time
 		}
-		tok, err := s.Tokens.Sign(at, account, "login", "")
+		tok, err := s.Tokens.Sign(at, account, "login", "", token.Password)
 		if err != nil {
 			s.Log.ErrorContext(ctx, "sign token", "err", err)
 			s.fail(w, rec, problem("internal_error", "the token could not be signed"))
@@ -136,9 +139,12 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 		errs["password"] = err.Error()
 	}
 	for k, v := range in.Attributes {
-		if !validAttribute(k) {
+		switch {
+		case !validAttribute(k):
 			errs["attributes."+k] = "attribute names are letters, digits, '_', '-' and ':', at most 64"
-		} else if utf8.RuneCountInString(v) > 2048 {
+		case !slices.Contains(s.Config.Signup.Attributes, k):
+			errs["attributes."+k] = "not accepted at signup (signup.attributes: " + strings.Join(s.Config.Signup.Attributes, ", ") + ")"
+		case utf8.RuneCountInString(v) > 2048:
 			errs["attributes."+k] = "must be at most 2048 characters"
 		}
 	}
@@ -152,21 +158,53 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, p)
 		return
 	}
-	err = s.Auth.SignUp(r.Context(), guard.SignUp{
+	ctx := r.Context()
+	err = s.Auth.SignUp(ctx, guard.SignUp{
 		Email: dest.Address, Password: in.Password, Attributes: in.Attributes, Body: body,
 		ClientIP: req.Subject.IP, UserAgent: r.UserAgent(),
 	})
 	switch {
 	case errors.Is(err, guard.ErrRejected):
+		// Refused for what the authenticator says of it (its password
+		// policy): no account was made, nothing counts.
+		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, invalidRequest(map[string]string{"body": "the authenticator refuses this signup: " + rejection(err)}))
 		return
 	case err != nil:
-		s.Log.ErrorContext(r.Context(), "sign up", "err", err)
+		s.Log.ErrorContext(ctx, "sign up", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
 		return
 	}
+	if _, ok := s.Auth.(Confirmer); ok {
+		// Every signup, for a new address or not, sends a code: the
+		// mailbox's owner confirms by approving it (a registered address
+		// is told apart neither by the answer nor by its time).
+		s.sendSignupCode(ctx, dest)
+	}
 	rec.outcome = "pending"
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "pending"})
+}
+
+// sendSignupCode sends the code that confirms a local account. A failure
+// is logged: the user can ask for a new code (/v1/otp/send, purpose
+// signup).
+func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
+	if s.Sender == nil {
+		s.Log.ErrorContext(ctx, "signup code: this deployment sends no messages")
+		return
+	}
+	code, err := s.Codes.Issue(ctx, dest, "signup")
+	var msg guard.Message
+	if err == nil {
+		msg, err = s.message(dest, "signup", "", code)
+	}
+	if err == nil {
+		err = s.Sender.Send(ctx, msg)
+	}
+	if err != nil {
+		s.Log.ErrorContext(ctx, "signup code", "err", err)
+	}
 }
 
 // rejection is what an authenticator says of a rejected signup (it wraps

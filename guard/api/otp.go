@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
+	"github.com/otpguard/otpguard/guard/token"
 	"github.com/otpguard/otpguard/templates"
 )
 
@@ -62,33 +63,39 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("delivery_unavailable", "this deployment sends no messages"))
 		return
 	}
-	req := otpRequest("otp.send", dest, in.Purpose)
-	if _, p := s.admit(r, rec, req, "destination", dest.Key, errs); p != nil {
+	req, p := s.admit(r, rec, otpRequest("otp.send", dest, in.Purpose), "destination", dest.Key, errs)
+	if p != nil {
 		s.fail(w, rec, p)
 		return
 	}
-	code, err := s.Codes.Issue(r.Context(), dest, in.Purpose)
+	ctx := r.Context()
+	code, err := s.Codes.Issue(ctx, dest, in.Purpose)
 	if err != nil {
-		s.Log.ErrorContext(r.Context(), "issue code", "err", err)
+		// Nothing was sent: the send's units go back to every rule.
+		s.Log.ErrorContext(ctx, "issue code", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, storeUnavailable())
 		return
 	}
-	content, err := templates.Render(string(dest.Channel), in.Locale, templates.Data{Code: code, Purpose: in.Purpose, TTL: s.Codes.TTL()})
+	msg, err := s.message(dest, in.Purpose, in.Locale, code)
 	if err != nil {
-		s.Log.ErrorContext(r.Context(), "render message", "err", err)
+		s.Log.ErrorContext(ctx, "render message", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, problem("internal_error", "the message could not be rendered"))
 		return
 	}
-	msg := guard.Message{
-		Channel: dest.Channel, To: dest.Address, Purpose: in.Purpose, Locale: templates.Match(in.Locale), Code: code,
-		Subject: content.Subject, Text: content.Text, HTML: content.HTML,
-	}
-	if err := s.Sender.Send(r.Context(), msg); err != nil {
-		s.Log.ErrorContext(r.Context(), "send message", "channel", dest.Channel, "err", err)
+	if err := s.Sender.Send(ctx, msg); err != nil {
+		s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
 		if errors.Is(err, guard.ErrUndeliverable) {
+			// The provider refuses the destination itself: the attempt
+			// counts, or trying refused numbers would cost nothing.
 			s.fail(w, rec, invalidRequest(map[string]string{"to": "the message provider refuses this destination"}))
 			return
 		}
+		// The provider failed (an outage, throttling): not the sender's
+		// doing, and a retry after the provider recovers must not find the
+		// budgets (sms-global among them) spent on messages never sent.
+		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, problem("delivery_unavailable", "the message provider failed; retry later"))
 		return
 	}
@@ -148,7 +155,12 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("invalid_code", "the code is wrong, expired or already used"))
 		return
 	}
-	tok, err := s.Tokens.Sign(now, dest.Address, in.Purpose, string(dest.Channel))
+	if c, ok := s.Auth.(Confirmer); ok && in.Purpose == "signup" {
+		if err := c.Confirm(context.WithoutCancel(ctx), dest.Address); err != nil {
+			s.Log.ErrorContext(ctx, "confirm the account", "err", err)
+		}
+	}
+	tok, err := s.Tokens.Sign(now, dest.Address, in.Purpose, string(dest.Channel), token.OTP)
 	if err != nil {
 		s.Log.ErrorContext(ctx, "sign token", "err", err)
 		s.fail(w, rec, problem("internal_error", "the token could not be signed"))
@@ -156,6 +168,18 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.outcome = "approved"
 	writeJSON(w, http.StatusOK, verifyResponse{Status: "approved", Token: tok})
+}
+
+// message is the code's message to dest, rendered from templates/.
+func (s *Server) message(dest guard.Destination, purpose, locale, code string) (guard.Message, error) {
+	content, err := templates.Render(string(dest.Channel), locale, templates.Data{Code: code, Purpose: purpose, TTL: s.Codes.TTL()})
+	if err != nil {
+		return guard.Message{}, err
+	}
+	return guard.Message{
+		Channel: dest.Channel, To: dest.Address, Purpose: purpose, Locale: templates.Match(locale), Code: code,
+		Subject: content.Subject, Text: content.Text, HTML: content.HTML,
+	}, nil
 }
 
 func otpRequest(action string, dest guard.Destination, purpose string) guard.Request {

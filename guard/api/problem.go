@@ -33,6 +33,8 @@ var problemTypes = map[string]struct {
 	"unsupported_media_type": {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	"upstream_unavailable":   {http.StatusServiceUnavailable, "Authenticator unavailable"},
 	"payload_too_large":      {http.StatusRequestEntityTooLarge, "Payload too large"},
+	"headers_too_large":      {http.StatusRequestHeaderFieldsTooLarge, "Request header fields too large"},
+	"request_timeout":        {http.StatusRequestTimeout, "Request timeout"},
 	"rate_limited":           {http.StatusTooManyRequests, "Too many requests"},
 	"invalid_code":           {http.StatusUnprocessableEntity, "Invalid code"},
 	"invalid_credentials":    {http.StatusUnauthorized, "Invalid credentials"},

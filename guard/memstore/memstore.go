@@ -1,13 +1,19 @@
 // Package memstore is a guard.Store in this process's memory: the backstop
-// that limits each process on its own while Redis fails (rules with
-// onStoreError: allow). It implements every algorithm, lockout and
-// operation kind of the Redis library (redisstore's otpguard.lua) with the
-// same semantics; a test drives both through the same operations at fixed
-// instants and compares every result.
+// that decides for rules with onStoreError: allow while Redis fails. It
+// implements every algorithm, lockout and operation kind of the Redis
+// library (redisstore's otpguard.lua) with the same semantics; a test
+// drives both through the same operations at fixed instants and compares
+// every result, and a table of algorithm properties runs against both.
 //
-// Its state is bounded: expired state is swept as it goes, and when
-// MaxEntries subjects are held, the oldest are forgotten (a forgotten
-// subject starts afresh: the backstop is a last line, not an exact one).
+// While Redis answers it decides nothing: the guard hands it each answer
+// (Mirror), so that its state for a subject is what Redis last said, and
+// the changes made outside a decision (refunds, releases, unblocks). It
+// counts on its own only from the moment Redis fails, starting from there.
+//
+// Its state is bounded: at most its limit of (rule, subject) states, the
+// least recently used forgotten first, in constant time per operation (a
+// forgotten subject starts afresh: the backstop is a last line, not an
+// exact one).
 package memstore
 
 import (
@@ -21,26 +27,33 @@ import (
 	"github.com/otpguard/otpguard/guard"
 )
 
-// MaxEntries bounds how many (rule, subject) states a Store keeps.
+// MaxEntries is the default bound on the (rule, subject) states a Store
+// keeps.
 const MaxEntries = 100_000
 
 // Store is the in-memory guard.Store. Its zero value is not usable; call New.
 type Store struct {
 	clock func() time.Time
+	max   int
 	mu    sync.Mutex
 	m     map[string]*state
-	ops   int
+	// the states in order of use: head the most recent, tail the least
+	head, tail *state
 }
 
-// New returns an empty Store reading time from clock (time.Now when nil).
-func New(clock func() time.Time) *Store {
+// New returns an empty Store reading time from clock (time.Now when nil),
+// holding at most MaxEntries states.
+func New(clock func() time.Time) *Store { return NewSized(clock, MaxEntries) }
+
+// NewSized is New with a bound of max states.
+func NewSized(clock func() time.Time, max int) *Store {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Store{clock: clock, m: map[string]*state{}}
+	return &Store{clock: clock, max: max, m: map[string]*state{}}
 }
 
-var _ guard.Store = (*Store)(nil)
+var _ guard.Backstop = (*Store)(nil)
 
 type entry struct {
 	score  int64
@@ -49,11 +62,14 @@ type entry struct {
 
 // state is one rule's state for one subject; each algorithm uses its part.
 type state struct {
+	key           string
+	prev, next    *state  // the use order
 	c, e          int64   // fixed_window: count, window end
 	tat           int64   // token_bucket
-	ws, cur, prev int64   // sliding_window
+	ws, cur, prv  int64   // sliding_window
 	z             []entry // sliding_log, concurrency, distinct: by score
 	l, s, x       int64   // lockout: locked until, strikes, strikes forgotten at
+	pending       int64   // units of takes in flight to the store (Begin)
 	expires       int64   // when all of it is gone
 }
 
@@ -67,6 +83,78 @@ type op struct {
 	res                       [6]int64
 	lockInitial, lockMax, rst int64
 	factor                    float64
+	now                       int64
+}
+
+// get returns key's state, fresh when it had ended, as the most recently
+// used; the least recently used go when there are too many.
+func (s *Store) get(key string, now int64) *state {
+	st := s.m[key]
+	if st == nil {
+		st = &state{key: key}
+		s.m[key] = st
+	} else {
+		s.unlink(st)
+		if st.expires <= now {
+			*st = state{key: key}
+		}
+	}
+	st.next = s.head
+	if s.head != nil {
+		s.head.prev = st
+	}
+	s.head = st
+	if s.tail == nil {
+		s.tail = st
+	}
+	return st
+}
+
+func (s *Store) unlink(st *state) {
+	if st.prev != nil {
+		st.prev.next = st.next
+	} else if s.head == st {
+		s.head = st.next
+	}
+	if st.next != nil {
+		st.next.prev = st.prev
+	} else if s.tail == st {
+		s.tail = st.prev
+	}
+	st.prev, st.next = nil, nil
+}
+
+func (s *Store) remove(st *state) {
+	s.unlink(st)
+	delete(s.m, st.key)
+}
+
+// trim forgets the least recently used states beyond the bound, and a few
+// that have ended at the tail: constant work per operation.
+func (s *Store) trim(now int64) {
+	for len(s.m) > s.max && s.tail != nil {
+		s.remove(s.tail)
+	}
+	for range 2 {
+		if t := s.tail; t != nil && t.expires <= now && t != s.head {
+			s.remove(t)
+		}
+	}
+}
+
+func key(o *guard.Op) string { return o.Tag + "\x00" + o.Spec.ID }
+
+func (s *Store) ops(ops []guard.Op, now int64) []*op {
+	all := make([]*op, len(ops))
+	for i := range ops {
+		o := &ops[i]
+		p := &op{Op: o, st: s.get(key(o), now), limit: o.Spec.Limit, window: o.Spec.Window.Microseconds(), cost: o.Cost, now: now}
+		if l := o.Spec.Lockout; l != nil {
+			p.lockInitial, p.factor, p.lockMax, p.rst = l.Initial.Microseconds(), l.Factor, l.Max.Microseconds(), l.Reset.Microseconds()
+		}
+		all[i] = p
+	}
+	return all
 }
 
 // Do implements guard.Store.
@@ -74,23 +162,7 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock().UnixMicro()
-	s.sweep(now, len(ops))
-
-	all := make([]*op, len(ops))
-	for i := range ops {
-		o := &ops[i]
-		key := o.Tag + "\x00" + o.Spec.ID
-		st := s.m[key]
-		if st == nil {
-			st = &state{}
-			s.m[key] = st
-		}
-		p := &op{Op: o, st: st, limit: o.Spec.Limit, window: o.Spec.Window.Microseconds(), cost: o.Cost}
-		if l := o.Spec.Lockout; l != nil {
-			p.lockInitial, p.factor, p.lockMax, p.rst = l.Initial.Microseconds(), l.Factor, l.Max.Microseconds(), l.Reset.Microseconds()
-		}
-		all[i] = p
-	}
+	all := s.ops(ops, now)
 
 	allowed := true
 	for _, p := range all {
@@ -137,21 +209,21 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 				p.untake()
 			}
 		case guard.Strike:
-			if l := p.lockUntil(now); l > 0 {
+			switch l := p.lockUntil(now); {
+			case l > 0:
 				p.res = [6]int64{0, 0, l - now, l - now, 1, 0}
-			} else if ok, _, _, _ := p.alg(now, 1); p.Spec.Lockout != nil && !ok {
+			case p.Spec.Lockout != nil && (p.again(now) || !p.allows(now)):
+				// At the limit, or the first failure since a lockout
+				// within reset: locked for the next duration.
 				d := p.strike(now)
 				p.clear()
 				p.res = [6]int64{0, 0, d, d, 1, 0}
-			} else {
+			default:
 				p.res = [6]int64{1}
 			}
 		case guard.Refund, guard.Release:
 			p.refund(now)
 			p.res = [6]int64{1}
-		case guard.Clear:
-			p.clear()
-			p.res = [6]int64{1, p.limit}
 		case guard.Unblock:
 			p.clear()
 			p.st.l, p.st.s, p.st.x = 0, 0, 0
@@ -168,6 +240,7 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 		}
 		p.st.expires = max(p.st.expires, p.stateEnd(now))
 	}
+	s.trim(now)
 
 	out := make([]guard.OpResult, len(all))
 	t := time.UnixMicro(now)
@@ -188,40 +261,157 @@ func (s *Store) Len() int {
 	return len(s.m)
 }
 
-// sweep forgets ended states: a few on every call, all of them when the
-// store is full, then the soonest to end until there is room.
-func (s *Store) sweep(now int64, room int) {
-	s.ops++
-	if len(s.m)+room < MaxEntries && s.ops%64 != 0 {
-		return
-	}
-	for k, st := range s.m {
-		if st.expires <= now {
-			delete(s.m, k)
+// Begin implements guard.Backstop: the takes count as taken until they
+// end.
+func (s *Store) Begin(ops []guard.Op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock().UnixMicro()
+	for _, p := range s.ops(ops, now) {
+		if p.Kind == guard.Take {
+			p.st.pending += p.cost
+			p.commit(now, p.cost)
+			p.st.expires = max(p.st.expires, p.stateEnd(now))
 		}
 	}
-	if len(s.m)+room < MaxEntries {
-		return
+	s.trim(now)
+}
+
+// End implements guard.Backstop: what Begin counted is given back.
+func (s *Store) End(ops []guard.Op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.end(s.ops(ops, s.clock().UnixMicro()), s.clock().UnixMicro())
+}
+
+func (s *Store) end(all []*op, now int64) {
+	for _, p := range all {
+		if p.Kind == guard.Take && p.st.pending >= p.cost {
+			p.st.pending -= p.cost
+			p.refund(now)
+		}
 	}
-	type kv struct {
-		k string
-		e int64
+}
+
+// Mirror implements guard.Backstop: each op's state becomes what the
+// store answered for it, and the takes still in flight count on top. The store tells how much of the limit is used
+// (Remaining), until when (ResetAfter) and whether a lockout runs, not
+// how it stores that; each algorithm's state is set to one that answers
+// the same now and errs towards denying later (a sliding window keeps
+// its count for the whole window; a set keeps placeholder entries for
+// values it did not see). Ops the store skipped tell nothing.
+func (s *Store) Mirror(ops []guard.Op, res []guard.OpResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock().UnixMicro()
+	all := s.ops(ops, now)
+	s.end(all, now)
+	for i, p := range all {
+		r := res[i]
+		if r.Skipped {
+			continue
+		}
+		switch p.Kind {
+		case guard.Take, guard.Peek:
+			p.mirror(r, now)
+		case guard.Strike:
+			if r.Locked {
+				p.clear()
+				p.st.l = now + r.RetryAfter.Microseconds()
+				p.st.s, p.st.x = max(p.st.s, 1), max(p.st.x, now+p.rst)
+			}
+		}
+		p.st.expires = max(p.st.expires, p.stateEnd(now))
 	}
-	list := make([]kv, 0, len(s.m))
-	for k, st := range s.m {
-		list = append(list, kv{k, st.expires})
+	s.trim(now)
+}
+
+// Forget implements guard.Backstop: the state of rule id for subject tag
+// is gone (an unblock made through another process).
+func (s *Store) Forget(id, tag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.m[tag+"\x00"+id]; st != nil {
+		s.remove(st)
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].e < list[j].e })
-	for _, x := range list[:len(s.m)+room-MaxEntries+1] {
-		delete(s.m, x.k)
+}
+
+func (p *op) mirror(r guard.OpResult, now int64) {
+	st := p.st
+	if r.Locked {
+		st.l = now + r.RetryAfter.Microseconds()
+		st.s, st.x = max(st.s, 1), max(st.x, now+p.rst)
+		return // the count behind a lockout is not told
 	}
+	st.l = 0
+	// what the store counts, and this process's takes still in flight
+	used := max(0, p.limit-r.Remaining) + st.pending
+	switch p.Spec.Algorithm {
+	case guard.FixedWindow:
+		st.c, st.e = used, 0
+		if r.ResetAfter > 0 && used > 0 {
+			st.e = now + min(r.ResetAfter.Microseconds(), p.window)
+		} else {
+			st.c = 0
+		}
+	case guard.TokenBucket:
+		st.tat = now + p.period()*used
+	case guard.SlidingWindow:
+		st.ws, st.cur, st.prv = p.ws(now), used, 0
+	case guard.SlidingLog, guard.Concurrency, guard.Distinct:
+		score := now
+		if p.Spec.Algorithm == guard.Concurrency {
+			score = now + p.window
+		}
+		from := now - p.window
+		if p.Spec.Algorithm == guard.Concurrency {
+			from = now
+		}
+		p.prune(from)
+		if p.Kind == guard.Take && r.Allowed && r.Taken > 0 && p.Member != "" {
+			if p.Spec.Algorithm == guard.Distinct {
+				p.zadd(score, p.Member)
+			} else {
+				for j := int64(1); j <= r.Taken; j++ {
+					p.zadd(score, p.Member+":"+strconv.FormatInt(j, 10))
+				}
+			}
+		}
+		// as many entries as the store counts: the oldest go first, and
+		// placeholders stand for those this process never saw
+		for int64(len(st.z)) > used {
+			st.z = st.z[1:]
+		}
+		for i := int64(len(st.z)); i < used; i++ {
+			p.zadd(score, "~"+strconv.FormatInt(i, 10))
+		}
+	}
+}
+
+func (p *op) allows(now int64) bool {
+	ok, _, _, _ := p.alg(now, 1)
+	return ok
+}
+
+// again reports a failure within reset of an earlier lockout: it locks
+// again at once, for the next duration (a lockout ending does not hand
+// out a fresh budget).
+func (p *op) again(now int64) bool { return p.st.s > 0 && p.st.x > now }
+
+// nextLockout is how long the next lockout of the subject would last.
+func (p *op) nextLockout(now int64) int64 {
+	n := int64(1)
+	if p.st.x > now {
+		n = p.st.s + 1
+	}
+	return int64(math.Floor(math.Min(float64(p.lockInitial)*math.Pow(p.factor, float64(n-1)), float64(p.lockMax))))
 }
 
 // stateEnd is when everything the op's state holds has ended.
 func (p *op) stateEnd(now int64) int64 {
 	st := p.st
 	end := max(st.e, st.tat, st.x, st.l)
-	if st.cur > 0 || st.prev > 0 {
+	if st.cur > 0 || st.prv > 0 {
 		end = max(end, st.ws+2*p.window)
 	}
 	for _, e := range st.z {
@@ -244,11 +434,36 @@ func b2i(b bool) int64 {
 
 func us(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 
+// untake reports what an allowed op leaves when nothing is taken: the
+// units back, and the state's end as it stands (0 when empty).
 func (p *op) untake() {
 	if p.Spec.Algorithm != guard.Distinct {
 		p.res[1] += p.cost
 	} else if !p.seen {
 		p.res[1]++
+	}
+	now, st := p.now, p.st
+	switch p.Spec.Algorithm {
+	case guard.TokenBucket:
+		p.res[2] = max(0, st.tat-now)
+	case guard.FixedWindow:
+		if st.e > now {
+			p.res[2] = min(st.e-now, p.window)
+		} else {
+			p.res[2] = 0
+		}
+	case guard.SlidingWindow:
+		if cur, prev := p.swCounts(now); cur == 0 && prev == 0 {
+			p.res[2] = 0
+		}
+	default:
+		from := now - p.window
+		if p.Spec.Algorithm == guard.Concurrency {
+			from = now
+		}
+		if !p.seen && p.zCount(from) == 0 {
+			p.res[2] = 0
+		}
 	}
 }
 
@@ -264,6 +479,12 @@ func (p *op) check(now, cost int64) (bool, int64, int64, int64, bool) {
 		return false, 0, l - now, l - now, true
 	}
 	ok, rem, reset, retry := p.alg(now, cost)
+	if !ok && p.Spec.Lockout != nil {
+		// At its limit, a rule with a lockout is about to lock (the
+		// failures in flight strike it): the wait is the lockout's, not
+		// the rest of the window.
+		retry = min(retry, p.nextLockout(now))
+	}
 	return ok, rem, reset, retry, false
 }
 
@@ -273,7 +494,7 @@ func (p *op) strike(now int64) int64 {
 	if st.x > now {
 		n = st.s + 1
 	}
-	d := int64(math.Floor(math.Min(float64(p.lockInitial)*math.Pow(p.factor, float64(n-1)), float64(p.lockMax))))
+	d := p.nextLockout(now)
 	st.l, st.s, st.x = now+d, n, now+p.rst
 	return d
 }
@@ -364,7 +585,7 @@ func (p *op) refund(now int64) {
 		case p.ws(now):
 			st.cur = max(0, st.cur-p.cost)
 		case p.ws(now) - p.window:
-			st.prev = max(0, st.prev-p.cost)
+			st.prv = max(0, st.prv-p.cost)
 		default:
 			return
 		}
@@ -380,7 +601,7 @@ func (p *op) refund(now int64) {
 
 func (p *op) clear() {
 	st := p.st
-	st.c, st.e, st.tat, st.ws, st.cur, st.prev, st.z = 0, 0, 0, 0, 0, 0, nil
+	st.c, st.e, st.tat, st.ws, st.cur, st.prv, st.z = 0, 0, 0, 0, 0, 0, nil
 }
 
 func (p *op) fwCheck(now, cost int64) (bool, int64, int64, int64) {
@@ -432,25 +653,32 @@ func (p *op) swRead(now int64) {
 	switch st.ws {
 	case ws:
 	case ws - p.window:
-		st.cur, st.prev = 0, st.cur
+		st.cur, st.prv = 0, st.cur
 	default:
-		st.cur, st.prev = 0, 0
+		st.cur, st.prv = 0, 0
 	}
 	st.ws = ws
 }
 
-func (p *op) swCheck(now, cost int64) (bool, int64, int64, int64) {
-	st, win := p.st, p.window
-	ws := p.ws(now)
-	cur, prev := int64(0), int64(0)
-	switch st.ws {
+// swCounts are the current and previous windows' counts at now.
+func (p *op) swCounts(now int64) (cur, prev int64) {
+	switch ws := p.ws(now); p.st.ws {
 	case ws:
-		cur, prev = st.cur, st.prev
-	case ws - win:
-		prev = st.cur
+		return p.st.cur, p.st.prv
+	case ws - p.window:
+		return 0, p.st.cur
 	}
+	return 0, 0
+}
+
+func (p *op) swCheck(now, cost int64) (bool, int64, int64, int64) {
+	win := p.window
+	ws := p.ws(now)
+	cur, prev := p.swCounts(now)
 	elapsed := now - ws
-	est := cur + ceilDiv(prev*(win-elapsed), win)
+	// in floating point, as the Lua library computes it (its numbers are
+	// doubles): an int64 product overflows past 3.6M units on a 30-day window
+	est := cur + int64(math.Ceil(float64(prev)*float64(win-elapsed)/float64(win)))
 	decay := func(n, need int64) int64 {
 		if need < 0 {
 			return 2 * win
@@ -572,4 +800,3 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }

@@ -91,8 +91,6 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 						if rng.IntN(3) == 0 {
 							op.At = time.Time{}
 						}
-					case k < 18:
-						op.Kind = guard.Clear
 					case k < 19:
 						op.Kind = guard.Unblock
 					default:
@@ -148,22 +146,35 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 
 func TestStateIsBounded(t *testing.T) {
 	now := time.Unix(1_900_000_000, 0)
-	mem := memstore.New(func() time.Time { return now })
+	const max = 1000
+	mem := memstore.NewSized(func() time.Time { return now }, max)
 	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 3, Window: time.Hour, Enforce: true}
 	ctx := context.Background()
-	for i := range memstore.MaxEntries + 500 {
-		if _, err := mem.Do(ctx, []guard.Op{{Kind: guard.Take, Spec: spec, Tag: fmt.Sprint(i), Cost: 1}}); err != nil {
+	take := func(tag string, kind guard.OpKind) guard.OpResult {
+		res, err := mem.Do(ctx, []guard.Op{{Kind: kind, Spec: spec, Tag: tag, Cost: 1}})
+		if err != nil {
 			t.Fatal(err)
 		}
+		return res[0]
 	}
-	if n := mem.Len(); n > memstore.MaxEntries {
-		t.Fatalf("%d states held, want at most %d", n, memstore.MaxEntries)
+	for i := range max + 500 {
+		take(fmt.Sprint(i), guard.Take)
+		if i == max+400 {
+			take("0", guard.Take) // used again: among the most recent
+		}
 	}
-	now = now.Add(2 * time.Hour)
-	for i := range 200 {
-		_, _ = mem.Do(ctx, []guard.Op{{Kind: guard.Take, Spec: spec, Tag: fmt.Sprint("new", i), Cost: 1}})
+	if n := mem.Len(); n > max {
+		t.Fatalf("%d states held, want at most %d", n, max)
 	}
-	if n := mem.Len(); n > 1000 {
-		t.Fatalf("%d states held two hours after they ended", n)
+	// The least recently used are forgotten (start afresh), the recent kept.
+	if r := take("1", guard.Peek); r.Remaining != 3 {
+		t.Errorf("an early subject was kept: %+v", r)
+	}
+	if r := take(fmt.Sprint(max+499), guard.Peek); r.Remaining != 2 {
+		t.Errorf("the last subject was forgotten: %+v", r)
+	}
+	// ("0" was forgotten once, then taken again near the end: kept)
+	if r := take("0", guard.Peek); r.Remaining != 2 {
+		t.Errorf("a subject used again was forgotten: %+v", r)
 	}
 }

@@ -84,7 +84,7 @@ func staticOf(s *guard.Spec) *static {
 var kindArgs = map[guard.OpKind]any{}
 
 func init() {
-	for _, k := range []guard.OpKind{guard.Take, guard.Peek, guard.Strike, guard.Refund, guard.Clear, guard.Unblock, guard.Release, guard.Reserve} {
+	for _, k := range []guard.OpKind{guard.Take, guard.Peek, guard.Strike, guard.Refund, guard.Unblock, guard.Release, guard.Reserve} {
 		kindArgs[k] = string(k)
 	}
 }

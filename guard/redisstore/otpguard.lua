@@ -207,7 +207,12 @@ local function fw_take(op, cost)
 end
 
 function A.fw.undo(op, n)
-  if op.fresh then redis.call('DEL', op.key) else redis.call('DECRBY', op.key, n) end
+  if op.fresh then
+    redis.call('DEL', op.key)
+    op.e = 0 -- the window it would have started is gone with it
+  else
+    redis.call('DECRBY', op.key, n)
+  end
   op.held = 0
 end
 
@@ -418,13 +423,27 @@ local function lock_until(op)
   return 0
 end
 
--- strike starts a lockout: the n-th within lockout.reset lasts
--- initial * factor^(n-1), at most max.
-local function strike(op)
-  local initial, factor, lmax, reset = op.lock[1], op.lock[2], op.lock[3], op.lock[4]
+-- next_lockout is the number and the length of the subject's next
+-- lockout: the n-th within lockout.reset lasts initial * factor^(n-1), at
+-- most max.
+local function next_lockout(op)
+  local initial, factor, lmax = op.lock[1], op.lock[2], op.lock[3]
   local n = 1
   if (hget(op.lkey, op.lf .. 'x') or 0) > now then n = (hget(op.lkey, op.lf .. 's') or 0) + 1 end
-  local d = floor(min(initial * factor ^ (n - 1), lmax))
+  return n, floor(min(initial * factor ^ (n - 1), lmax))
+end
+
+-- again reports a failure within reset of an earlier lockout: it locks
+-- again at once, for the next duration (a lockout ending does not hand
+-- out a fresh budget: an attacker gets one try per lockout).
+local function again(op)
+  return (hget(op.lkey, op.lf .. 's') or 0) > 0 and (hget(op.lkey, op.lf .. 'x') or 0) > now
+end
+
+-- strike starts a lockout.
+local function strike(op)
+  local reset = op.lock[4]
+  local n, d = next_lockout(op)
   local ttl = reset
   if op.packed then ttl = op.ttl end
   hput(op.lkey, op.lf .. 'l', now + d, ttl)
@@ -501,7 +520,7 @@ local function parse(keys, args)
       if not kind then return nil, 'otpguard: bad op arguments ' .. d end
       op.kind, op.cost, op.extra, op.member, op.at = kind, tonumber(cost), tonumber(extra), member, tonumber(at)
     end
-    op.key, op.held, op.seen = keys[k], 0, false
+    op.key, op.held, op.seen, op.count = keys[k], 0, false, nil
     k = k + 1
     if sp.lock then
       if sp.packed then
@@ -520,6 +539,12 @@ local function check(op, cost)
   local l = lock_until(op)
   if l > 0 then return false, 0, l - now, l - now, true end
   local ok, rem, reset, retry = A[op.alg].check(op, cost)
+  if not ok and op.lock then
+    -- at its limit, a rule with a lockout is about to lock (the failures
+    -- in flight strike it): the wait is the lockout's, not the window's
+    local _, d = next_lockout(op)
+    retry = min(retry, d)
+  end
   return ok, rem, reset, retry, false
 end
 
@@ -528,9 +553,21 @@ end
 -- written in place: op i's fields are out[j + 1] .. out[j + 6], j = 2 +
 -- 6 (i - 1), all of them set in order first (a hole would end the reply).
 
--- untake reports what an allowed op leaves when nothing is taken.
+-- untake reports what an allowed op leaves when nothing is taken: the
+-- units back, and the state's end as it stands (0 when empty), not as the
+-- take would have made it.
 local function untake(op, out, j)
   if op.alg ~= 'ds' then out[j + 2] = out[j + 2] + op.cost elseif not op.seen then out[j + 2] = out[j + 2] + 1 end
+  local alg = op.alg
+  if alg == 'tb' then
+    out[j + 3] = max(0, op.tat - now)
+  elseif alg == 'fw' then
+    if op.e > 0 then out[j + 3] = min(op.e - now, op.window) else out[j + 3] = 0 end
+  elseif alg == 'sw' then
+    if op.cur == 0 and op.prev == 0 then out[j + 3] = 0 end
+  elseif not op.seen and (op.count or 0) == 0 then
+    out[j + 3] = 0
+  end
 end
 
 local function batch(keys, args)
@@ -595,16 +632,13 @@ local function batch(keys, args)
       local l = lock_until(op)
       if l > 0 then
         out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, 0, l - now, l - now, 1, 0
-      elseif op.lock and not alg.check(op, 1) then
+      elseif op.lock and (again(op) or not alg.check(op, 1)) then
         local d = strike(op)
         alg.clear(op) -- the attempts after the lockout count afresh
         out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, 0, d, d, 1, 0
       end
     elseif kind == 'r' or kind == 'l' then
       alg.refund(op)
-    elseif kind == 'c' then
-      alg.clear(op)
-      out[j + 2] = op.limit
     elseif kind == 'u' then
       alg.clear(op)
       unlock(op)

@@ -668,12 +668,15 @@ func TestProgressiveLockout(t *testing.T) {
 		}
 		return res
 	}
-	for _, want := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 3 * time.Minute} {
-		fail()
-		fail()
+	// The limit's failures, then a lockout; after it, within reset, each
+	// first failure locks again at once for the next duration (one try
+	// per lockout, not a fresh budget).
+	fail()
+	fail()
+	for i, want := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 3 * time.Minute} {
 		res := fail()
 		if !res[0].Locked || res[0].RetryAfter != want {
-			t.Fatalf("third failure: want a lockout of %s, got %+v", want, res[0])
+			t.Fatalf("failure %d: want a lockout of %s, got %+v", i, want, res[0])
 		}
 		d := allow(t, g, req)
 		if d.Allowed || !d.Rules[0].Locked || d.RetryAfter != want {
@@ -685,18 +688,21 @@ func TestProgressiveLockout(t *testing.T) {
 		}
 		clock.advance(time.Second)
 	}
-	// a success clears the failures (not the lockout history)
-	fail()
-	fail()
+	// A success proves the (account, IP) pair (resetOnSuccess): its
+	// failures and its lockout history go, and the limit holds again.
 	d := allow(t, g, req)
-	if !d.Allowed || d.Rules[0].Remaining != 0 {
-		t.Fatalf("third attempt: %+v", d)
+	if !d.Allowed {
+		t.Fatalf("after the lockout: %+v", d)
 	}
 	if _, err := g.Settle(ctx, req, d, guard.Success); err != nil {
 		t.Fatal(err)
 	}
-	if d := allow(t, g, req); !d.Allowed || d.Rules[0].Remaining != 2 {
-		t.Fatalf("after a success: want 2 remaining after this attempt, got %+v", d)
+	fail()
+	if res := fail(); res[0].Locked {
+		t.Fatalf("the second failure after a success locked: %+v", res[0])
+	}
+	if res := fail(); !res[0].Locked || res[0].RetryAfter != time.Minute {
+		t.Fatalf("the third failure after a success: want the first lockout again, got %+v", res[0])
 	}
 }
 

@@ -27,7 +27,24 @@ type Claims struct {
 	Purpose string `json:"purpose"`
 	// Channel is email or sms.
 	Channel string `json:"channel,omitempty"`
+	// AMR is how the subject proved itself (RFC 8176): ["otp"] for a
+	// verified code (proof of the destination), ["pwd"] for a password
+	// login (proof of nothing about an address: anyone may sign up an
+	// address they do not own where signups are not confirmed).
+	AMR []string `json:"amr"`
 }
+
+// Method is an authentication method reference (RFC 8176).
+type Method string
+
+// The methods otpguard's tokens carry.
+const (
+	// OTP: a one-time code sent to the subject (the destination) was
+	// entered: the token proves the subject's email or phone.
+	OTP Method = "otp"
+	// Password: a password login: the token proves the account's password.
+	Password Method = "pwd"
+)
 
 // Signer signs tokens with one Ed25519 key and publishes that key and any
 // others still trusted (a key being rotated in or out) as its JWKS.
@@ -95,9 +112,10 @@ func ParseKey(s string) (ed25519.PrivateKey, error) {
 	return nil, errors.New("token: signing key is neither a PKCS #8 PEM Ed25519 key nor a base64 32-byte seed")
 }
 
-// Sign returns a token for sub (the normalized destination) issued at now,
-// which the caller takes from the store's clock.
-func (s *Signer) Sign(now time.Time, sub, purpose, channel string) (string, error) {
+// Sign returns a token for sub (the normalized destination, or the
+// account), proven by method, issued at now, which the caller takes from
+// the store's clock.
+func (s *Signer) Sign(now time.Time, sub, purpose, channel string, method Method) (string, error) {
 	var jti [16]byte
 	_, _ = rand.Read(jti[:])
 	c := Claims{
@@ -110,6 +128,7 @@ func (s *Signer) Sign(now time.Time, sub, purpose, channel string) (string, erro
 		},
 		Purpose: purpose,
 		Channel: channel,
+		AMR:     []string{string(method)},
 	}
 	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
 	t.Header["kid"] = s.kid
@@ -153,9 +172,15 @@ func (set JWKS) PublicKey(kid string) (ed25519.PublicKey, error) {
 	return nil, fmt.Errorf("token: no Ed25519 key %q in the set", kid)
 }
 
+// ErrMethod: the token was not earned the way the caller accepts.
+var ErrMethod = errors.New("token: not earned by the accepted authentication method")
+
 // Verify parses and checks a token against set: signature (EdDSA only),
-// issuer and expiry. It is what an app's backend does with the token.
-func Verify(set JWKS, tokenString, issuer string) (*Claims, error) {
+// issuer, expiry, and how it was earned: the caller says which method it
+// accepts (OTP where the token must prove an email or phone, Password for
+// a login), so that a password login's token is never taken as proof of
+// an address. It is what an app's backend does with the token.
+func Verify(set JWKS, tokenString, issuer string, accept Method) (*Claims, error) {
 	c := &Claims{}
 	_, err := jwt.ParseWithClaims(tokenString, c, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
@@ -163,6 +188,9 @@ func Verify(set JWKS, tokenString, issuer string) (*Claims, error) {
 	}, jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithIssuer(issuer), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
 	if err != nil {
 		return nil, err
+	}
+	if accept == "" || !slices.Contains(c.AMR, string(accept)) {
+		return nil, fmt.Errorf("%w: the token's amr is %v, want %q", ErrMethod, c.AMR, accept)
 	}
 	return c, nil
 }

@@ -2,6 +2,7 @@ package token
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -17,11 +18,11 @@ func TestSignVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := s.Sign(time.Now(), "ann@example.com", "signup", "email")
+	tok, err := s.Sign(time.Now(), "ann@example.com", "signup", "email", OTP)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Verify(s.JWKS(), tok, "otpguard")
+	c, err := Verify(s.JWKS(), tok, "otpguard", OTP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,17 +33,17 @@ func TestSignVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Verify(other.JWKS(), tok, "otpguard"); err == nil {
+	if _, err := Verify(other.JWKS(), tok, "otpguard", OTP); err == nil {
 		t.Error("verified against another key set")
 	}
-	if _, err := Verify(s.JWKS(), tok, "someone-else"); err == nil {
+	if _, err := Verify(s.JWKS(), tok, "someone-else", OTP); err == nil {
 		t.Error("verified with another issuer")
 	}
-	old, err := s.Sign(time.Now().Add(-time.Hour), "ann@example.com", "signup", "email")
+	old, err := s.Sign(time.Now().Add(-time.Hour), "ann@example.com", "signup", "email", OTP)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Verify(s.JWKS(), old, "otpguard"); err == nil {
+	if _, err := Verify(s.JWKS(), old, "otpguard", OTP); err == nil {
 		t.Error("an expired token verified")
 	}
 	// alg none and HS256 with the public key as secret are refused (each
@@ -52,7 +53,7 @@ func TestSignVerify(t *testing.T) {
 	if err != nil || strings.Count(none, ".") != 2 {
 		t.Fatalf("forge alg none: %q %v", none, err)
 	}
-	if _, err := Verify(s.JWKS(), none, "otpguard"); err == nil {
+	if _, err := Verify(s.JWKS(), none, "otpguard", OTP); err == nil {
 		t.Error("alg none verified")
 	}
 	x, err := base64.RawURLEncoding.DecodeString(s.JWKS().Keys[0].X)
@@ -65,7 +66,7 @@ func TestSignVerify(t *testing.T) {
 	if err != nil || strings.Count(hs, ".") != 2 {
 		t.Fatalf("forge HS256: %q %v", hs, err)
 	}
-	if _, err := Verify(s.JWKS(), hs, "otpguard"); err == nil {
+	if _, err := Verify(s.JWKS(), hs, "otpguard", OTP); err == nil {
 		t.Error("HS256 keyed with the public key verified")
 	}
 }
@@ -79,7 +80,7 @@ func TestJWKSServesPreviousAndPendingKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := old.Sign(time.Now(), "ann@example.com", "login", "")
+	tok, err := old.Sign(time.Now(), "ann@example.com", "login", "", Password)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +92,10 @@ func TestJWKSServesPreviousAndPendingKeys(t *testing.T) {
 	if len(set.Keys) != 3 || set.Keys[0].Kid != thumbprint(cur.Public().(ed25519.PublicKey)) {
 		t.Fatalf("jwks: %+v (want the signing key first, no duplicate)", set.Keys)
 	}
-	if _, err := Verify(set, tok, "otpguard"); err != nil {
+	if _, err := Verify(set, tok, "otpguard", Password); err != nil {
 		t.Errorf("a token of the previous key: %v", err)
 	}
-	if _, err := Verify((&Signer{jwks: JWKS{Keys: set.Keys[:1]}}).JWKS(), tok, "otpguard"); err == nil {
+	if _, err := Verify((&Signer{jwks: JWKS{Keys: set.Keys[:1]}}).JWKS(), tok, "otpguard", Password); err == nil {
 		t.Error("a token of the previous key verified against the current key alone")
 	}
 }
@@ -128,5 +129,33 @@ func TestKidIsTheRFC7638Thumbprint(t *testing.T) {
 	x, _ := base64.RawURLEncoding.DecodeString("11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo")
 	if got := thumbprint(ed25519.PublicKey(x)); got != "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k" {
 		t.Errorf("thumbprint %s", got)
+	}
+}
+
+// TestAPasswordTokenIsNoProofOfAnAddress: a password login's token and a
+// verified code's token differ in amr, and each verifies only where the
+// caller accepts its method: a backend that wants proof of an email never
+// takes a login token for it.
+func TestAPasswordTokenIsNoProofOfAnAddress(t *testing.T) {
+	s, err := NewSigner(Generate(), "otpguard", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, _ := s.Sign(time.Now(), "victim@corp.example", "login", "", Password)
+	code, _ := s.Sign(time.Now(), "victim@corp.example", "login", "email", OTP)
+	if c, err := Verify(s.JWKS(), login, "otpguard", Password); err != nil || len(c.AMR) != 1 || c.AMR[0] != "pwd" {
+		t.Errorf("a login token as a login: %+v %v", c, err)
+	}
+	if _, err := Verify(s.JWKS(), login, "otpguard", OTP); !errors.Is(err, ErrMethod) {
+		t.Errorf("a login token taken as proof of the address: %v", err)
+	}
+	if c, err := Verify(s.JWKS(), code, "otpguard", OTP); err != nil || c.AMR[0] != "otp" {
+		t.Errorf("a code's token: %+v %v", c, err)
+	}
+	if _, err := Verify(s.JWKS(), code, "otpguard", Password); !errors.Is(err, ErrMethod) {
+		t.Errorf("a code's token taken as a password login: %v", err)
+	}
+	if _, err := Verify(s.JWKS(), code, "otpguard", ""); !errors.Is(err, ErrMethod) {
+		t.Errorf("a verifier that names no method: %v", err)
 	}
 }

@@ -1,19 +1,29 @@
 // Package users is the local authenticator of `make run` (AUTH=local):
 // users in memory, or in a JSON-lines file of
 //
-//	{"username":"ann@example.com","passwordHash":"$2a$10$..."}
+//	{"username":"ann@example.com","passwordHash":"$2a$10$...","confirmed":true}
 //
-// with bcrypt hashes, which signup appends to. Usernames match as
-// guard.ParseAccount normalizes them (trimmed, NFKC, case-folded).
+// with bcrypt hashes, which signup and confirmation append to (a later
+// line for a user replaces an earlier one; a line without "confirmed", as
+// files written before confirmation existed hold, is a confirmed user).
+// Usernames match as guard.ParseAccount normalizes them (trimmed, NFKC,
+// case-folded).
 //
-// bcrypt reads at most 72 bytes: a longer password is first hashed with
-// SHA-256 (base64, 44 bytes), so all of it counts. Shorter ones are
-// hashed as they are, as other bcrypt tools do.
+// A signup creates an unconfirmed user, which cannot log in until the
+// code the API sends to the address is approved (Confirm): nobody takes
+// an address without its mailbox. A signup for an unconfirmed address
+// replaces its pending password (the mailbox's owner confirms the signup
+// whose code they enter); for a confirmed one it changes nothing. Both
+// answer alike and in the same time.
 //
-// A wrong password, an unknown user and a disabled one answer alike and
-// in the same time: an unknown user costs a bcrypt comparison against a
-// dummy hash of the same cost. A signup for a registered address changes
-// nothing and takes the time of a new one (a hash is computed either way).
+// bcrypt reads at most 72 bytes: a longer password is first hashed, and
+// the hash marked with a NUL byte no password can hold (the API refuses
+// NUL), so that no typed password, such as the hash's own text, logs in
+// as a long one.
+//
+// A wrong password, an unknown user, an unconfirmed and a disabled one
+// answer alike and in the same time: an unknown user costs a bcrypt
+// comparison against a dummy hash of the same cost.
 package users
 
 import (
@@ -39,13 +49,20 @@ type Store struct {
 	cost  int
 	dummy []byte // a hash no password matches, for unknown users
 	mu    sync.RWMutex
-	users map[string][]byte // account → bcrypt hash
-	file  *os.File          // nil: in memory only
+	users map[string]*user // account → user
+	file  *os.File         // nil: in memory only
+}
+
+type user struct {
+	name      string // as typed at signup
+	hash      []byte
+	confirmed bool
 }
 
 type line struct {
 	Username     string `json:"username"`
 	PasswordHash string `json:"passwordHash"`
+	Confirmed    *bool  `json:"confirmed,omitempty"`
 }
 
 // Open returns the users of the JSON-lines file at path (created when
@@ -61,7 +78,7 @@ func Open(path string, cost int) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("users: %w", err)
 	}
-	s := &Store{cost: cost, dummy: dummy, users: map[string][]byte{}}
+	s := &Store{cost: cost, dummy: dummy, users: map[string]*user{}}
 	if path == "" {
 		return s, nil
 	}
@@ -88,7 +105,7 @@ func Open(path string, cost int) (*Store, error) {
 			f.Close()
 			return nil, fmt.Errorf("USERS_PATH %s line %d: %w", path, n, err)
 		}
-		s.users[acct] = []byte(l.PasswordHash)
+		s.users[acct] = &user{name: l.Username, hash: []byte(l.PasswordHash), confirmed: l.Confirmed == nil || *l.Confirmed}
 	}
 	if err := sc.Err(); err != nil {
 		f.Close()
@@ -106,7 +123,7 @@ func (s *Store) Close() error {
 	return s.file.Close()
 }
 
-// Add creates or replaces a user (seeding and tests).
+// Add creates or replaces a confirmed user (seeding and tests).
 func (s *Store) Add(username, password string) error {
 	acct, err := guard.ParseAccount(username)
 	if err != nil {
@@ -118,36 +135,44 @@ func (s *Store) Add(username, password string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.put(acct, username, h)
+	return s.put(acct, &user{name: username, hash: h, confirmed: true})
 }
 
 // put records a user; the caller holds the lock.
-func (s *Store) put(acct, username string, hash []byte) error {
+func (s *Store) put(acct string, u *user) error {
 	if s.file != nil {
-		b, _ := json.Marshal(line{Username: username, PasswordHash: string(hash)})
+		confirmed := u.confirmed
+		b, _ := json.Marshal(line{Username: u.name, PasswordHash: string(u.hash), Confirmed: &confirmed})
 		if _, err := s.file.Write(append(b, '\n')); err != nil {
 			return fmt.Errorf("users: append: %w", err)
 		}
 	}
-	s.users[acct] = hash
+	s.users[acct] = u
 	return nil
 }
 
-// Login implements api.Authenticator.
+// Login implements api.Authenticator: only a confirmed user with the
+// right password logs in; every other case costs a bcrypt comparison and
+// answers ErrInvalidCredentials.
 func (s *Store) Login(_ context.Context, l guard.Login) (guard.LoginResult, error) {
 	s.mu.RLock()
-	h, ok := s.users[l.Account]
-	s.mu.RUnlock()
-	if !ok {
-		h = s.dummy
+	u, ok := s.users[l.Account]
+	h := s.dummy
+	if ok {
+		h = u.hash
+		ok = u.confirmed
 	}
+	s.mu.RUnlock()
 	if err := bcrypt.CompareHashAndPassword(h, prepare(l.Password)); err != nil || !ok {
 		return guard.LoginResult{}, guard.ErrInvalidCredentials
 	}
 	return guard.LoginResult{Token: true}, nil
 }
 
-// SignUp implements api.Authenticator: the user is created, confirmed.
+// SignUp implements api.Authenticator: a new user is created
+// unconfirmed; an unconfirmed one gets the new password; a confirmed one
+// is left as it is. The caller sends the address a code (purpose signup)
+// whose approval confirms it (Confirm).
 func (s *Store) SignUp(_ context.Context, su guard.SignUp) error {
 	acct, err := guard.ParseAccount(su.Email)
 	if err != nil {
@@ -159,21 +184,38 @@ func (s *Store) SignUp(_ context.Context, su guard.SignUp) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, exists := s.users[acct]; exists {
+	if u, exists := s.users[acct]; exists && u.confirmed {
 		return nil // the same answer, and the account keeps its password
 	}
-	if err := s.put(acct, su.Email, h); err != nil {
+	if err := s.put(acct, &user{name: su.Email, hash: h}); err != nil {
 		return errors.Join(guard.ErrAuthUnavailable, err)
 	}
 	return nil
 }
 
+// Confirm marks the user of address confirmed: its signup code was
+// approved. An unknown or confirmed user changes nothing.
+func (s *Store) Confirm(_ context.Context, address string) error {
+	acct, err := guard.ParseAccount(address)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[acct]
+	if !ok || u.confirmed {
+		return nil
+	}
+	return s.put(acct, &user{name: u.name, hash: u.hash, confirmed: true})
+}
+
 // prepare is what bcrypt hashes of a password: itself up to 72 bytes,
-// else its SHA-256 in base64.
+// else a NUL byte and its SHA-256 in base64: no password the API accepts
+// holds a NUL, so a long password's stand-in can never be typed.
 func prepare(password string) []byte {
 	if len(password) <= 72 {
 		return []byte(password)
 	}
 	sum := sha256.Sum256([]byte(password))
-	return []byte(base64.StdEncoding.EncodeToString(sum[:]))
+	return append([]byte{0}, base64.StdEncoding.EncodeToString(sum[:])...)
 }

@@ -27,6 +27,18 @@ func (s *server) signup(t *testing.T, email, pass, ip string) reply {
 	return s.post(t, "/v1/signup", map[string]string{"email": email, "password": pass}, "X-Forwarded-For", ip)
 }
 
+// register signs an account up and confirms it as its mailbox's owner
+// does: with the code the signup sent (AUTH=local).
+func (s *server) register(t *testing.T, email, pass, ip string) {
+	t.Helper()
+	if r := s.signup(t, email, pass, ip); r.status != 202 {
+		t.Fatalf("signup %s: %d %s", email, r.status, r.raw)
+	}
+	if r := s.verify(t, email, "signup", s.lastCode(t, email)); r.status != 200 {
+		t.Fatalf("confirm %s: %d %s", email, r.status, r.raw)
+	}
+}
+
 const goodPassword = "correct horse battery staple"
 
 func TestSignupAndLogin(t *testing.T) {
@@ -37,11 +49,21 @@ func TestSignupAndLogin(t *testing.T) {
 			if first.status != 202 || first.str("status") != "pending" {
 				t.Fatalf("signup: %d %s", first.status, first.raw)
 			}
+			// Until its code is approved, the account does not log in.
+			if r := s.login(t, "ann@example.com", goodPassword, "198.51.100.1"); r.status != 401 {
+				t.Fatalf("an unconfirmed account logged in: %d %s", r.status, r.raw)
+			}
+			if r := s.verify(t, "ann@example.com", "signup", s.lastCode(t, "ann@example.com")); r.status != 200 {
+				t.Fatalf("confirm: %d %s", r.status, r.raw)
+			}
 			// The same answer whether or not the address exists; the
 			// account is not changed (the first password still works).
 			again := s.signup(t, "ann@example.com", "another long passphrase here", "198.51.100.2")
 			if again.status != first.status || again.raw != first.raw {
 				t.Errorf("a second signup is told apart: %d %s vs %d %s", again.status, again.raw, first.status, first.raw)
+			}
+			if r := s.login(t, "ann@example.com", "another long passphrase here", "198.51.100.1"); r.status != 401 {
+				t.Errorf("a signup changed a confirmed account's password: %d", r.status)
 			}
 			for body, field := range map[string]string{
 				`{"email":"bob@example.com","password":"short"}`:                                 "password",
@@ -85,7 +107,7 @@ func TestLoginFailuresAreCountedUnderConcurrency(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			s := start(t, b.redisURL, behindProxy)
-			s.signup(t, "race@example.com", goodPassword, "198.51.100.1")
+			s.register(t, "race@example.com", goodPassword, "198.51.100.1")
 			var mu sync.Mutex
 			codes := map[int]int{}
 			var wg sync.WaitGroup
@@ -119,7 +141,7 @@ func TestLoginFailuresAreCountedUnderConcurrency(t *testing.T) {
 func TestLoginSuccessClearsOnlyItsAccountAndIP(t *testing.T) {
 	b := backends()[0]
 	s := start(t, b.redisURL, behindProxy)
-	s.signup(t, "clear@example.com", goodPassword, "198.51.100.1")
+	s.register(t, "clear@example.com", goodPassword, "198.51.100.1")
 	const a, other = "203.0.113.10", "203.0.113.11"
 	for range 3 {
 		s.login(t, "clear@example.com", "wrong password entirely", other)
@@ -154,9 +176,7 @@ func TestOneIPTryingManyAccountsIsStopped(t *testing.T) {
 	const nat = "203.0.113.50"
 	for i := range 30 {
 		email := fmt.Sprintf("nat%d@example.com", i)
-		if r := s.signup(t, email, goodPassword, fmt.Sprintf("198.51.100.%d", 100+i)); r.status != 202 {
-			t.Fatalf("signup: %d %s", r.status, r.raw)
-		}
+		s.register(t, email, goodPassword, fmt.Sprintf("198.51.100.%d", 100+i))
 		if r := s.login(t, email, goodPassword, nat); r.status != 200 {
 			t.Fatalf("user %d behind the NAT: %d %s", i, r.status, r.raw)
 		}
@@ -194,7 +214,7 @@ func TestSignupsPerIP(t *testing.T) {
 // way): the medians of 15 tries each are within a factor of 1.5.
 func TestUnknownUsersTakeAsLongAsWrongPasswords(t *testing.T) {
 	s := start(t, backends()[0].redisURL, behindProxy)
-	s.signup(t, "timing@example.com", goodPassword, "198.51.100.1")
+	s.register(t, "timing@example.com", goodPassword, "198.51.100.1")
 	// Interleaved, so that the machine's load weighs on both alike; a
 	// fresh IP each time, so that no rule interferes.
 	var known, absent []time.Duration
@@ -233,7 +253,7 @@ func TestLoginBackstopWithRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := start(t, "redis://"+rs.Addr, behindProxy)
-	s.signup(t, "backstop@example.com", goodPassword, "198.51.100.1")
+	s.register(t, "backstop@example.com", goodPassword, "198.51.100.1")
 	rs.Close()
 	codes := map[int]int{}
 	for range 8 {
@@ -299,7 +319,7 @@ func TestLockoutsPerAccountIPAndPerAccount(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			s := start(t, b.redisURL, behindProxy)
-			s.signup(t, "lock@example.com", goodPassword, "198.51.100.1")
+			s.register(t, "lock@example.com", goodPassword, "198.51.100.1")
 			for i := range 5 {
 				if r := s.login(t, "lock@example.com", "wrong password entirely", "203.0.113.30"); r.status != 401 {
 					t.Fatalf("failure %d: %d %s", i+1, r.status, r.raw)

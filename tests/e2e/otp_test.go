@@ -54,7 +54,7 @@ func sendVerify(t *testing.T, b backend) {
 	if err := json.Unmarshal([]byte(jwks.raw), &set); err != nil || jwks.status != 200 {
 		t.Fatalf("jwks: %d %s %v", jwks.status, jwks.raw, err)
 	}
-	claims, err := token.Verify(set, v.str("token"), "otpguard")
+	claims, err := token.Verify(set, v.str("token"), "otpguard", token.OTP)
 	if err != nil {
 		t.Fatalf("token does not verify against the JWKS: %v", err)
 	}
@@ -66,7 +66,7 @@ func sendVerify(t *testing.T, b backend) {
 	}
 	// A token signed by another key, or tampered with, does not verify.
 	tampered := v.str("token")[:len(v.str("token"))-4] + "AAAA"
-	if _, err := token.Verify(set, tampered, "otpguard"); err == nil {
+	if _, err := token.Verify(set, tampered, "otpguard", token.OTP); err == nil {
 		t.Error("a tampered token verified")
 	}
 

@@ -43,7 +43,7 @@ func TestTokenBindsTheDeliveredAddress(t *testing.T) {
 				if r.status != http.StatusOK {
 					t.Fatalf("%s's code for %q: %d %s", c.sent, c.sameMailbox, r.status, r.raw)
 				}
-				claims, err := token.Verify(jwks(t, s), r.str("token"), "otpguard")
+				claims, err := token.Verify(jwks(t, s), r.str("token"), "otpguard", token.OTP)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -102,7 +102,7 @@ func TestInstancesOnOneRedisShareTheirSecrets(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("a code sent through one instance, verified through the other: %d %s", r.status, r.raw)
 	}
-	if _, err := token.Verify(jwks(t, b), r.str("token"), "otpguard"); err != nil {
+	if _, err := token.Verify(jwks(t, b), r.str("token"), "otpguard", token.OTP); err != nil {
 		t.Errorf("a token of one instance against the other's JWKS: %v", err)
 	}
 }

@@ -1,0 +1,283 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Settle reports how an attempt that d admitted ended (see [Outcome]).
+// Pass the zero Decision when the decision is not at hand (the internal
+// outcomes route): the store then assumes every rule counted the attempt
+// in its current window. Settle's own deadline is the store timeout, not
+// the caller's: give it a context that outlives the request (a client that
+// hangs up must not keep a success from giving its attempt back).
+func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Outcome) ([]Result, error) {
+	rules := g.match(req)
+	tags, err := g.tags(rules, req.Subject)
+	if err != nil {
+		return nil, err
+	}
+	var settled []*rule
+	var ops []Op
+	for i, r := range rules {
+		if r.Count != CountFailures && outcome != Void {
+			continue
+		}
+		taken, member, at := int64(1), "", d.At
+		if d.Rules != nil {
+			k := slices.IndexFunc(d.Rules, func(x Result) bool { return x.Rule == r.Name })
+			if k < 0 || !d.Allowed {
+				continue
+			}
+			res := d.Rules[k]
+			if res.Leased {
+				if outcome == Void {
+					g.leases.give(r.spec.ID+tags[i], 1)
+				}
+				continue
+			}
+			taken, member, at = res.taken, res.member, res.at
+		} else if r.Algorithm == SlidingLog {
+			taken = 0 // its entry is named at admission, unknown here
+		}
+		kind := OpKind("")
+		switch failed := outcome == Failure || (outcome == Stray && !r.owned); {
+		case failed && r.Lockout != nil:
+			kind = Strike
+		case failed:
+		case outcome == Success && r.ResetOnSuccess:
+			kind = Unblock // a success proves the pair: its failures and lockouts go
+		case taken > 0:
+			kind = Refund
+		}
+		if kind == "" {
+			continue
+		}
+		op := Op{Kind: kind, Spec: r.spec, Tag: tags[i], Cost: max(taken, 1), Member: member, At: at}
+		if r.Algorithm == Distinct && member == "" {
+			v, err := g.dimension(r.Of, req.Subject)
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", r.Name, err)
+			}
+			op.Member = g.valueHash(r.Of, v)
+		}
+		settled, ops = append(settled, r), append(ops, op)
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	// The attempt was admitted by the backstop alone when the store failed.
+	res, err := g.apply(ctx, settled, ops, d.StoreError != nil)
+	if err != nil {
+		return nil, fmt.Errorf("settle %s outcome: %w", req.Action, err)
+	}
+	out := make([]Result, len(settled))
+	for i, r := range settled {
+		out[i] = r.result(res[i], "")
+	}
+	return out, nil
+}
+
+// Release gives back the concurrency leases that the decision with lease
+// took for req.
+func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
+	if lease == "" {
+		return nil
+	}
+	rules := g.match(req)
+	tags, err := g.tags(rules, req.Subject)
+	if err != nil {
+		return err
+	}
+	var rs []*rule
+	var ops []Op
+	for i, r := range rules {
+		if r.Algorithm == Concurrency {
+			rs, ops = append(rs, r), append(ops, Op{Kind: Release, Spec: r.spec, Tag: tags[i], Cost: 1, Member: lease})
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := g.apply(ctx, rs, ops, false); err != nil {
+		return fmt.Errorf("release %s lease: %w", req.Action, err)
+	}
+	return nil
+}
+
+// Status is one rule's state for one subject (see [Guard.Status]).
+type Status struct {
+	Rule       string
+	Remaining  int64
+	ResetAfter time.Duration
+	Locked     bool
+	LockedFor  time.Duration
+}
+
+// Status reports, for every rule keyed on dimension alone, the state of
+// the subject whose value of it s holds.
+func (g *Guard) Status(ctx context.Context, dimension string, s Subject) ([]Status, error) {
+	rules, ops, err := g.onDimension(dimension, s, Peek)
+	if err != nil || len(ops) == 0 {
+		return nil, err
+	}
+	res, err := g.apply(ctx, rules, ops, false)
+	if err != nil {
+		return nil, fmt.Errorf("read %s state: %w", dimension, err)
+	}
+	out := make([]Status, len(rules))
+	for i, r := range rules {
+		x := r.result(res[i], "")
+		out[i] = Status{Rule: r.Name, Remaining: x.Remaining, ResetAfter: x.ResetAfter, Locked: x.Locked}
+		if x.Locked {
+			out[i].LockedFor = x.RetryAfter
+		}
+	}
+	return out, nil
+}
+
+// Unblock forgets, for every rule keyed on dimension alone, the counters,
+// lockouts and lockout history of the subject whose value of it s holds:
+// an administrator's unlock. It takes effect at once in this process, and
+// in the others through Options.Unblocked (each then calls Forget).
+func (g *Guard) Unblock(ctx context.Context, dimension string, s Subject) ([]string, error) {
+	rules, ops, err := g.onDimension(dimension, s, Unblock)
+	if err != nil || len(ops) == 0 {
+		return nil, err
+	}
+	if _, err := g.apply(ctx, rules, ops, false); err != nil {
+		return nil, fmt.Errorf("unblock %s: %w", dimension, err)
+	}
+	names := make([]string, len(rules))
+	states := make([]State, len(rules))
+	for i, r := range rules {
+		names[i], states[i] = r.Name, State{ID: ops[i].Spec.ID, Tag: ops[i].Tag}
+	}
+	if g.unblocked != nil {
+		g.unblocked(ctx, states)
+	}
+	return names, nil
+}
+
+// Forget drops what this process keeps of the given states (denials it
+// remembers, leases, the backstop's copy): another process unblocked
+// them. The next decision asks the store.
+func (g *Guard) Forget(states []State) {
+	for _, st := range states {
+		key := st.ID + st.Tag
+		if g.cache != nil {
+			g.cache.dropPrefix(key)
+		}
+		g.leases.drop(key)
+		if g.backstop != nil {
+			g.backstop.Forget(st.ID, st.Tag)
+		}
+	}
+}
+
+// ForgetAll drops every denial this process remembers and every lease it
+// holds: the store may have lost its data (a restart, a failover).
+func (g *Guard) ForgetAll() {
+	if g.cache != nil {
+		g.cache.clear()
+	}
+	g.leases.clear()
+}
+
+// apply is the one place where the store's state changes outside a
+// decision (a strike, a refund, a release, an unblock; a status read) and
+// where the process's copies follow it: the deny cache forgets what a
+// refund, release or unblock may have ended, the leases what an unblock
+// cleared, and the backstop gets the same change, or for a strike and a
+// read what the store answered. When the decision being settled was made
+// by the backstop alone (the store was failing), only the backstop
+// changes.
+func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly bool) ([]OpResult, error) {
+	for i, op := range ops {
+		key := op.Spec.ID + op.Tag
+		switch op.Kind {
+		case Refund, Release:
+			if g.cache != nil {
+				if rules[i].Algorithm == Distinct {
+					g.cache.drop(key + ":" + op.Member)
+				} else {
+					g.cache.drop(key)
+				}
+			}
+		case Unblock:
+			if g.cache != nil {
+				g.cache.dropPrefix(key)
+			}
+			g.leases.drop(key)
+		}
+	}
+	var same, mo []Op
+	for i, op := range ops {
+		if rules[i].allow && g.backstop != nil {
+			if op.Kind == Strike || op.Kind == Peek {
+				mo = append(mo, op)
+			} else {
+				same = append(same, op)
+			}
+		}
+	}
+	if backstopOnly {
+		res := make([]OpResult, len(ops))
+		var bops []Op
+		var at []int
+		for i, op := range ops {
+			res[i] = OpResult{Allowed: true}
+			if rules[i].allow && g.backstop != nil {
+				bops, at = append(bops, op), append(at, i)
+			}
+		}
+		if len(bops) > 0 {
+			br, err := g.do(ctx, g.backstop, bops)
+			if err != nil {
+				return nil, err
+			}
+			for k, i := range at {
+				res[i] = br[k]
+			}
+		}
+		return res, nil
+	}
+	res, err := g.do(ctx, g.store, ops)
+	if err != nil {
+		return nil, err
+	}
+	if len(mo) > 0 {
+		var mr []OpResult
+		for i, op := range ops {
+			if rules[i].allow && (op.Kind == Strike || op.Kind == Peek) {
+				mr = append(mr, res[i])
+			}
+		}
+		g.backstop.Mirror(mo, mr)
+	}
+	if len(same) > 0 {
+		_, _ = g.do(ctx, g.backstop, same) // in memory: it does not fail
+	}
+	return res, nil
+}
+
+func (g *Guard) onDimension(dimension string, s Subject, kind OpKind) ([]*rule, []Op, error) {
+	if !slices.Contains(Dimensions, dimension) {
+		return nil, nil, fmt.Errorf("%w: unknown dimension %q", ErrInvalidInput, dimension)
+	}
+	var rules []*rule
+	var ops []Op
+	for _, r := range g.all {
+		if len(r.Key) != 1 || r.Key[0] != dimension {
+			continue
+		}
+		tags, err := g.tags([]*rule{r}, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		rules, ops = append(rules, r), append(ops, Op{Kind: kind, Spec: r.spec, Tag: tags[0], Cost: 1})
+	}
+	return rules, ops, nil
+}
