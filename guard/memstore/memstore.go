@@ -62,15 +62,15 @@ type entry struct {
 
 // state is one rule's state for one subject; each algorithm uses its part.
 type state struct {
-	key           string
-	prev, next    *state  // the use order
-	c, e          int64   // fixed_window: count, window end
-	tat           int64   // token_bucket
-	ws, cur, prv  int64   // sliding_window
-	z             []entry // sliding_log, concurrency, distinct: by score
-	l, s, x       int64   // lockout: locked until, strikes, strikes forgotten at
-	pending       int64   // units of takes in flight to the store (Begin)
-	expires       int64   // when all of it is gone
+	key          string
+	prev, next   *state  // the use order
+	c, e         int64   // fixed_window: count, window end
+	tat          int64   // token_bucket
+	ws, cur, prv int64   // sliding_window
+	z            []entry // sliding_log, concurrency, distinct: by score
+	l, s, x      int64   // lockout: locked until, strikes, strikes forgotten at
+	pending      int64   // units of takes in flight to the store (Begin)
+	expires      int64   // when all of it is gone
 }
 
 // op is an Op being applied, with what its check read.
@@ -799,4 +799,3 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
-

@@ -2,10 +2,10 @@ package token
 
 import (
 	"crypto/ed25519"
-	"errors"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"strings"
 	"testing"
 	"time"

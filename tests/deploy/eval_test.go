@@ -317,7 +317,6 @@ func (s *stack) statements(name string) []statement {
 	return out
 }
 
-
 // env is the evaluated environment of a function resource.
 func (s *stack) env(fn string) map[string]string {
 	r := s.resource(fn)
