@@ -107,6 +107,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
+	defer handler.Close()
 
 	addr := getenv("GUARD_ADDR")
 	if addr == "" {

@@ -74,9 +74,11 @@ type App struct {
 	clock    *guard.StoreClock
 	sender   api.Sender
 	server   atomic.Pointer[api.Server]
+	guard    atomic.Pointer[guard.Guard]
 	// evictionChecked: unix ns of the last maxmemory-policy check.
 	evictionChecked atomic.Int64
 	config          atomic.Pointer[guard.Config]
+	stop            context.CancelFunc // the unblock subscription
 }
 
 // New builds the App with a first configuration and keys.
@@ -114,13 +116,15 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 	if err := a.Reload(cfg, keys); err != nil {
 		return nil, err
 	}
+	a.listen()
 	return a, nil
 }
 
 // Reload replaces the configuration and keys. On an error the App keeps
 // serving what it had.
 func (a *App) Reload(cfg guard.Config, keys Keys) error {
-	g, err := guard.New(cfg, a.store, guard.Options{Secret: a.s.Secret, Backstop: a.backstop, StoreClock: a.clock, Clock: a.s.Clock})
+	g, err := guard.New(cfg, a.store, guard.Options{Secret: a.s.Secret, Backstop: a.backstop, StoreClock: a.clock, Clock: a.s.Clock,
+		Unblocked: a.unblocked})
 	if err != nil {
 		return err
 	}
@@ -142,12 +146,48 @@ func (a *App) Reload(cfg guard.Config, keys Keys) error {
 		return err
 	}
 	a.server.Store(srv)
+	a.guard.Store(g)
 	a.config.Store(&cfg)
 	return nil
 }
 
+// unblocked tells the other processes on the Redis what an unblock here
+// cleared; they forget their copies of it (see listen).
+func (a *App) unblocked(ctx context.Context, states []guard.State) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := redisstore.PublishUnblocked(ctx, a.s.Redis, states); err != nil {
+		a.s.Log.WarnContext(ctx, "the other processes were not told of an unblock; their copies end within store.denyCache.ttl", "err", err)
+	}
+}
+
+// listen makes the guard in force forget what other processes unblock,
+// until Close.
+func (a *App) listen() {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	redisstore.SubscribeUnblocked(ctx, a.s.Redis, a.s.Log,
+		func(states []guard.State) { a.guard.Load().Forget(states) },
+		func() {
+			if g := a.guard.Load(); g != nil {
+				g.ForgetAll()
+			}
+		})
+}
+
+// Close stops what the App runs in the background. The Redis client is
+// the caller's.
+func (a *App) Close() {
+	if a.stop != nil {
+		a.stop()
+	}
+}
+
 // ServeHTTP implements http.Handler.
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.server.Load().ServeHTTP(w, r) }
+
+// Guard returns the guard in force (for an administrator's reads).
+func (a *App) Guard() *guard.Guard { return a.guard.Load() }
 
 // Config returns the configuration in force.
 func (a *App) Config() guard.Config { return *a.config.Load() }

@@ -138,6 +138,7 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	if err != nil {
 		return nil, err
 	}
+	defer a.Close()
 	e.h = a
 	if err := e.population(o.Users); err != nil {
 		return nil, err

@@ -344,3 +344,58 @@ func TestLockoutsPerAccountIPAndPerAccount(t *testing.T) {
 		})
 	}
 }
+
+// TestNobodyTakesAnAddressWithoutItsMailbox (AUTH=local): a stranger who
+// signs up an address he does not own cannot log in with the password he
+// chose (the reviewed code answered 200, and 401 for a registered address:
+// an enumeration), nor keep the address from its owner, who confirms it
+// with the code sent to the mailbox.
+func TestNobodyTakesAnAddressWithoutItsMailbox(t *testing.T) {
+	s := start(t, backends()[0].redisURL, behindProxy)
+	if r := s.signup(t, "victim@corp.example", "the stranger's passphrase", "203.0.113.66"); r.status != 202 {
+		t.Fatalf("the stranger's signup: %d %s", r.status, r.raw)
+	}
+	if r := s.login(t, "victim@corp.example", "the stranger's passphrase", "203.0.113.66"); r.status != 401 {
+		t.Fatalf("the stranger logs in without the mailbox: %d %s", r.status, r.raw)
+	}
+	// A registered (confirmed) address and a new one: the same answers.
+	s.register(t, "known@corp.example", goodPassword, "198.51.100.20")
+	known := s.signup(t, "known@corp.example", "another passphrase entirely", "198.51.100.21")
+	fresh := s.signup(t, "fresh@corp.example", "another passphrase entirely", "198.51.100.21")
+	if known.status != fresh.status || known.raw != fresh.raw {
+		t.Errorf("a registered address is told apart: %d %s vs %d %s", known.status, known.raw, fresh.status, fresh.raw)
+	}
+	kl := s.login(t, "known@corp.example", "another passphrase entirely", "198.51.100.21")
+	fl := s.login(t, "fresh@corp.example", "another passphrase entirely", "198.51.100.21")
+	if kl.status != 401 || fl.status != 401 || kl.raw != fl.raw {
+		t.Errorf("login with the password just chosen: registered %d, new %d; want 401 alike", kl.status, fl.status)
+	}
+	// The owner signs up and confirms with the code from the mailbox.
+	s.register(t, "victim@corp.example", goodPassword, "198.51.100.22")
+	if r := s.login(t, "victim@corp.example", goodPassword, "198.51.100.22"); r.status != 200 {
+		t.Fatalf("the owner: %d %s", r.status, r.raw)
+	}
+	if r := s.login(t, "victim@corp.example", "the stranger's passphrase", "203.0.113.66"); r.status != 401 {
+		t.Fatalf("the stranger's password: %d", r.status)
+	}
+}
+
+// TestStrangersCannotBlockASignup: signups for an address from one IP are
+// limited apart from its owner's: a stranger's three signups do not keep
+// the owner from signing up (the reviewed defaults locked the address and
+// its +tag and dot variants out for a day).
+func TestStrangersCannotBlockASignup(t *testing.T) {
+	s := start(t, backends()[0].redisURL, behindProxy)
+	for i, addr := range []string{"owner@example.com", "owner+x@example.com", "Owner@example.com"} {
+		if r := s.signup(t, addr, fmt.Sprintf("the stranger's passphrase %d", i), "203.0.113.67"); r.status != 202 {
+			t.Fatalf("the stranger's signup %d: %d", i, r.status)
+		}
+	}
+	if r := s.signup(t, "owner@example.com", "one more stranger passphrase", "203.0.113.67"); r.status != 429 {
+		t.Fatalf("the stranger's fourth signup: %d, want 429", r.status)
+	}
+	s.register(t, "owner@example.com", goodPassword, "198.51.100.23")
+	if r := s.login(t, "owner@example.com", goodPassword, "198.51.100.23"); r.status != 200 {
+		t.Fatalf("the owner after the stranger: %d %s", r.status, r.raw)
+	}
+}

@@ -314,21 +314,39 @@ func TestMalformedHTTPGetsProblems(t *testing.T) {
 	for _, c := range []struct {
 		name, req string
 		status    int
+		code      string
 	}{
-		{"huge headers", huge, 431},
-		{"negative Content-Length", "POST /v1/otp/send HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n", 400},
-		{"no Host", "GET /healthz HTTP/1.1\r\n\r\n", 400},
-		{"unknown transfer coding", "POST /v1/otp/send HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: zip\r\n\r\n", 501},
-		{"double slash", "POST //v1/otp/send HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", 404},
-		{"dot segment", "GET /v1/../healthz HTTP/1.1\r\nHost: x\r\n\r\n", 404},
-		{"trailing slash", "GET /healthz/ HTTP/1.1\r\nHost: x\r\n\r\n", 404},
+		{"huge headers", huge, 431, "headers_too_large"},
+		{"OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 404, "not_found"},
+		{"negative Content-Length", "POST /v1/otp/send HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n", 400, ""},
+		{"no Host", "GET /healthz HTTP/1.1\r\n\r\n", 400, ""},
+		{"unknown transfer coding", "POST /v1/otp/send HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: zip\r\n\r\n", 501, ""},
+		{"double slash", "POST //v1/otp/send HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", 404, ""},
+		{"dot segment", "GET /v1/../healthz HTTP/1.1\r\nHost: x\r\n\r\n", 404, ""},
+		{"trailing slash", "GET /healthz/ HTTP/1.1\r\nHost: x\r\n\r\n", 404, ""},
 	} {
 		status, h, body := raw(c.req)
 		var p map[string]any
 		if status != c.status || h.Get("Content-Type") != "application/problem+json" || json.Unmarshal([]byte(body), &p) != nil ||
-			p["status"] != float64(c.status) || p["code"] == nil || h.Get("Location") != "" {
-			t.Errorf("%s: %d %v %q; want %d problem+json, no redirect", c.name, status, h, body, c.status)
+			p["status"] != float64(c.status) || p["code"] == nil || (c.code != "" && p["code"] != c.code) || h.Get("Location") != "" {
+			t.Errorf("%s: %d %v %q; want %d problem+json (%s), no redirect", c.name, status, h, body, c.status, c.code)
 		}
+	}
+	// A body that comes too slowly is answered 408, not dropped.
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	_, _ = io.WriteString(c, "POST /v1/otp/send HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"channel\":")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a slow body: no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(b), `"request_timeout"`) {
+		t.Errorf("a slow body: %d %v %s", resp.StatusCode, resp.Header, b)
 	}
 }
 
