@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
 )
@@ -242,3 +244,18 @@ func TestTheUpstreamPortIsOpen(t *testing.T) {
 }
 
 var _ = lambdaapp.Functions
+
+// TestTheAppClientWritesOnlyTheSignupAttributes: the user pool's app
+// client may set at signup the address and the attributes otpguard's
+// default signup.attributes passes, nothing more (a client talking to
+// Cognito directly could otherwise set email_verified).
+func TestTheAppClientWritesOnlyTheSignupAttributes(t *testing.T) {
+	s := newStack(t)
+	got := anyStrings(s.resource("UserPoolClient")["Properties"].(map[string]any)["WriteAttributes"])
+	want := append([]string{"email"}, guard.DefaultConfig().Signup.Attributes...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("the app client writes %v; want the address and signup.attributes: %v", got, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testutil"
 )
 
 // behindProxy trusts the loopback proxy, so that tests choose each
@@ -397,5 +399,56 @@ func TestStrangersCannotBlockASignup(t *testing.T) {
 	s.register(t, "owner@example.com", goodPassword, "198.51.100.23")
 	if r := s.login(t, "owner@example.com", goodPassword, "198.51.100.23"); r.status != 200 {
 		t.Fatalf("the owner after the stranger: %d %s", r.status, r.raw)
+	}
+}
+
+// TestUnblockThenTheOwnerLogsInAtOnce: an account locked by failures from
+// many addresses, unblocked by an administrator (DELETE
+// /v1/blocks/account/…): its owner logs in at once, through the process
+// that unblocked, through another one sharing the Redis, and after Redis
+// lost its data. The reviewed server refused the owner for the rest of
+// the lockout (its backstop vetoed), and 25 of 25 logins after FLUSHALL.
+func TestUnblockThenTheOwnerLogsInAtOnce(t *testing.T) {
+	const admin = "ADMIN_TOKEN=s3cret-admin-token-for-tests"
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			users := filepath.Join(t.TempDir(), "users.jsonl")
+			shared := []string{admin, "USERS_PATH=" + users, "GUARD_SECRET=" + testutil.RandomSecret(), "GUARD_SIGNING_KEY=" + testutil.RandomSecret()}
+			a := start(t, b.redisURL, behindProxy, shared...)
+			a.register(t, "owner@example.com", goodPassword, "198.51.100.30")
+			c := start(t, b.redisURL, behindProxy, shared...) // reads the users file written through a
+			lock := func(s *server) {
+				t.Helper()
+				for i := range 21 {
+					s.login(t, "owner@example.com", "not the password", fmt.Sprintf("203.0.113.%d", 100+i))
+				}
+				if r := s.login(t, "owner@example.com", goodPassword, "198.51.100.31"); r.status != 429 {
+					t.Fatalf("the account is not locked: %d %s", r.status, r.raw)
+				}
+			}
+			unblock := func(s *server) {
+				t.Helper()
+				if r := s.do(t, http.MethodDelete, "/v1/blocks/account/owner@example.com", "", "Authorization", "Bearer s3cret-admin-token-for-tests"); r.status != 204 {
+					t.Fatalf("unblock: %d %s", r.status, r.raw)
+				}
+			}
+			lock(a)
+			unblock(a)
+			if r := a.login(t, "owner@example.com", goodPassword, "198.51.100.31"); r.status != 200 {
+				t.Fatalf("one process: the owner after the unblock: %d %s", r.status, r.raw)
+			}
+			lock(a)
+			unblock(c)
+			if r := a.login(t, "owner@example.com", goodPassword, "198.51.100.31"); r.status != 200 {
+				t.Fatalf("two processes: the owner after an unblock through the other: %d %s", r.status, r.raw)
+			}
+			lock(a)
+			flush(t, b.client())
+			for i := range 25 {
+				if r := a.login(t, "owner@example.com", goodPassword, "198.51.100.31"); r.status != 200 {
+					t.Fatalf("after FLUSHALL, login %d: %d %s", i, r.status, r.raw)
+				}
+			}
+		})
 	}
 }
