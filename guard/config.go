@@ -35,6 +35,7 @@ type Config struct {
 	Network NetworkConfig `yaml:"network"`
 	Store   StoreConfig   `yaml:"store"`
 	Signup  SignupConfig  `yaml:"signup"`
+	Devices DevicesConfig `yaml:"devices"`
 	// Rules replaces the default rules as a whole when given.
 	Rules []Rule `yaml:"rules"`
 }
@@ -84,6 +85,19 @@ type NetworkConfig struct {
 	// browsers may call the public routes (CORS). Default none: browsers
 	// on other origins cannot post JSON to the API.
 	AllowedOrigins []string `yaml:"allowedOrigins"`
+	// ASNDatabase is the path of a MaxMind-format ASN database
+	// (GeoLite2-ASN, DB-IP ASN Lite) for the `asn` dimension. Default
+	// none: a rule keyed on asn is then a config error. It is read once
+	// at start-up and at each config refresh; nothing is downloaded.
+	ASNDatabase string `yaml:"asnDatabase"`
+}
+
+// DevicesConfig configures trusted-device tokens (SPEC section 10).
+type DevicesConfig struct {
+	// TTL is how long a device token stays valid after it is issued (each
+	// successful login issues a fresh one). Default 180 days (4320h), 1h
+	// to 400 days.
+	TTL time.Duration `yaml:"ttl"`
 }
 
 // SignupConfig says what a signup may carry besides the email and the
@@ -126,8 +140,13 @@ type Rule struct {
 	// Of is, for the distinct algorithm, the dimension whose distinct
 	// values are counted per key (for example account per ip).
 	Of string `yaml:"of"`
-	// Limit is how many requests (or failures) the window admits.
+	// Limit is how many requests (or failures) the window admits; for
+	// the ratio algorithm, the failure ratio that denies, written as a
+	// percentage ("80%").
 	Limit int64 `yaml:"limit"`
+	// Min is, for the ratio algorithm, how many attempts the window must
+	// have seen before the ratio may deny. Default 20.
+	Min int64 `yaml:"min"`
 	// Window is the period the limit applies to; for concurrency, how long
 	// a lease lives before it expires on its own.
 	Window time.Duration `yaml:"window"`
@@ -156,7 +175,40 @@ type Rule struct {
 	// and spend them locally (fixed_window, requests, enforce only): for
 	// rules every request shares, such as global caps.
 	Lease *Lease `yaml:"lease"`
+	// Elastic lets a sliding_window rule with count failures admit more
+	// as its verified traffic grows: its limit becomes max(limit, ratio ×
+	// the successes on the same key in the window).
+	Elastic *Elastic `yaml:"elastic"`
+
+	percent bool // Limit was written as a percentage
 }
+
+// Elastic is a limit that follows verified traffic (see [Rule.Elastic]).
+type Elastic struct {
+	// Ratio is the share of the window's successes that becomes the
+	// limit, when that is more than the rule's own ("20%").
+	Ratio Percent `yaml:"ratio"`
+}
+
+// MarshalYAML writes a rule back as it was read (a ratio's limit with
+// its percent sign).
+func (r Rule) MarshalYAML() (any, error) {
+	type plain Rule
+	var n yaml.Node
+	if err := n.Encode(plain(r)); err != nil {
+		return nil, err
+	}
+	if r.percent {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "limit" {
+				n.Content[i+1].Value += "%"
+				n.Content[i+1].Tag = "!!str"
+			}
+		}
+	}
+	return &n, nil
+}
+
 
 // Lease sizes a rule's quota leases: a process takes up to Units at once
 // (never more than a quarter of what the limit leaves) and spends them
@@ -222,21 +274,31 @@ const (
 	SlidingLog    Algorithm = "sliding_log"
 	Concurrency   Algorithm = "concurrency"
 	Distinct      Algorithm = "distinct"
+	Ratio         Algorithm = "ratio"
+	// Devices is not a rule's: the state of an account's device tokens
+	// (the DeviceCheck and Revoke ops).
+	Devices Algorithm = "devices"
 )
 
 // Algorithms lists every algorithm a rule may name.
-var Algorithms = []Algorithm{FixedWindow, SlidingWindow, TokenBucket, SlidingLog, Concurrency, Distinct}
+var Algorithms = []Algorithm{FixedWindow, SlidingWindow, TokenBucket, SlidingLog, Concurrency, Distinct, Ratio}
 
 // packable reports whether a's state fits a field of the packed hash.
 func (a Algorithm) packable() bool {
-	return a == FixedWindow || a == TokenBucket || a == SlidingWindow
+	return a == FixedWindow || a == TokenBucket || a == SlidingWindow || a == Ratio
 }
 
 // Dimensions lists every dimension a rule may key on.
-var Dimensions = []string{"destination", "ip", "ip/56", "ip/48", "account", "country", "prefix", "global"}
+var Dimensions = []string{"destination", "ip", "ip/56", "ip/48", "ip/24", "ip/16", "asn", "account", "device", "country", "prefix", "global"}
 
 // Filters lists the request attributes a rule's `when` may match.
-var Filters = []string{"channel", "purpose"}
+var Filters = []string{"channel", "purpose", "device"}
+
+// The values of the device attribute (see [Request.Device]).
+const (
+	DeviceTrusted   = "trusted"
+	DeviceUntrusted = "untrusted"
+)
 
 // Rule modes and counts.
 const (
@@ -267,11 +329,11 @@ func DefaultConfig() Config {
 // default, fills defaults and validates it. An empty doc gives the default.
 func ParseConfig(doc []byte) (Config, error) {
 	var c Config
-	if err := decodeStrict(defaultYAML, &c); err != nil {
+	if err := decodeRules(defaultYAML, &c); err != nil {
 		return Config{}, fmt.Errorf("config: default: %w", err)
 	}
 	if len(bytes.TrimSpace(doc)) > 0 {
-		if err := decodeStrict(doc, &c); err != nil {
+		if err := decodeRules(doc, &c); err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
 	}
@@ -280,6 +342,68 @@ func ParseConfig(doc []byte) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// decodeRules decodes doc over c strictly; a rule's limit may be written
+// as a percentage ("80%", the ratio algorithm's), which the document is
+// rewritten for first (a custom unmarshaler would lose the strictness).
+func decodeRules(doc []byte, c *Config) error {
+	doc, marks, replaced := percents(doc)
+	if err := decodeStrict(doc, c); err != nil {
+		return err
+	}
+	if replaced {
+		for i := range c.Rules {
+			c.Rules[i].percent = marks[i]
+		}
+	}
+	return nil
+}
+
+// percents rewrites the rule limits of doc written as percentages to
+// their numbers, and reports which rules had one and whether doc has a
+// rules list at all. A document it cannot read is returned as it is (the
+// strict decoding reports what is wrong with it).
+func percents(doc []byte) (out []byte, marks map[int]bool, hasRules bool) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return doc, nil, false
+	}
+	top := root.Content[0]
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != "rules" {
+			continue
+		}
+		hasRules = true
+		seq := top.Content[i+1]
+		if seq.Kind != yaml.SequenceNode {
+			return doc, nil, true
+		}
+		for k, item := range seq.Content {
+			if item.Kind != yaml.MappingNode {
+				continue
+			}
+			for j := 0; j+1 < len(item.Content); j += 2 {
+				v := item.Content[j+1]
+				if item.Content[j].Value == "limit" && v.Kind == yaml.ScalarNode && strings.HasSuffix(strings.TrimSpace(v.Value), "%") {
+					v.Value = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v.Value), "%"))
+					v.Tag, v.Style = "", 0
+					if marks == nil {
+						marks = map[int]bool{}
+					}
+					marks[k] = true
+				}
+			}
+		}
+	}
+	if marks == nil {
+		return doc, nil, hasRules
+	}
+	b, err := yaml.Marshal(&root)
+	if err != nil {
+		return doc, nil, hasRules
+	}
+	return b, marks, hasRules
 }
 
 func decodeStrict(doc []byte, v any) error {
@@ -304,6 +428,12 @@ func (c *Config) fill() {
 		}
 		if r.Count == "" {
 			r.Count = CountRequests
+			if r.Algorithm == Ratio {
+				r.Count = CountFailures // a ratio of failures
+			}
+		}
+		if r.Algorithm == Ratio && r.Min == 0 {
+			r.Min = 20
 		}
 		if r.Mode == "" {
 			r.Mode = ModeEnforce
@@ -394,6 +524,9 @@ func (c *Config) Validate() error {
 	if c.Network.IPv6Prefix < 32 || c.Network.IPv6Prefix > 128 {
 		bad("network.ipv6Prefix", "must be 32 to 128, got %d", c.Network.IPv6Prefix)
 	}
+	if c.Devices.TTL < time.Hour || c.Devices.TTL > 400*24*time.Hour {
+		bad("devices.ttl", "must be 1h to 400 days (9600h), got %s", c.Devices.TTL)
+	}
 	if c.Store.Timeout <= 0 || c.Store.Timeout > 10*time.Second {
 		bad("store.timeout", "must be more than 0 and at most 10s, got %s", c.Store.Timeout)
 	}
@@ -415,6 +548,9 @@ func (c *Config) Validate() error {
 	}
 	for i := range c.Rules {
 		c.Rules[i].validate(fmt.Sprintf("rules[%d]", i), bad)
+		if r := &c.Rules[i]; c.Network.ASNDatabase == "" && (slices.Contains(r.Key, "asn") || r.Of == "asn") {
+			bad(fmt.Sprintf("rules[%d] (%s).key", i, r.Name), "the asn dimension needs an ASN database: set network.asnDatabase to the path of a MaxMind-format file (GeoLite2-ASN or DB-IP ASN Lite)")
+		}
 		for j := range i {
 			a, b := &c.Rules[j], &c.Rules[i]
 			if a.Name == b.Name {
@@ -454,8 +590,41 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 			bad(fmt.Sprintf("%s.key[%d]", at, i), "dimension %q is listed twice", d)
 		}
 	}
-	if r.Limit < 1 || r.Limit > MaxLimit {
+	switch {
+	case r.Algorithm == Ratio && !r.percent:
+		bad(at+".limit", "the ratio algorithm's limit is the failure ratio that denies, a percentage such as 80%%")
+	case r.Algorithm == Ratio && (r.Limit < 1 || r.Limit > 99):
+		bad(at+".limit", "must be 1%% to 99%%, got %d%%", r.Limit)
+	case r.Algorithm != Ratio && r.percent:
+		bad(at+".limit", "a percentage is only the ratio algorithm's limit; this rule counts units: a whole number")
+	case r.Algorithm != Ratio && (r.Limit < 1 || r.Limit > MaxLimit):
 		bad(at+".limit", "must be 1 to %d, got %d", int64(MaxLimit), r.Limit)
+	}
+	switch {
+	case r.Algorithm == Ratio && (r.Min < 1 || r.Min > MaxLimit):
+		bad(at+".min", "must be 1 to %d attempts, got %d", int64(MaxLimit), r.Min)
+	case r.Algorithm != Ratio && r.Min != 0:
+		bad(at+".min", "only applies to the ratio algorithm")
+	}
+	if r.Algorithm == Ratio {
+		switch {
+		case r.Count != CountFailures:
+			bad(at+".count", "the ratio algorithm counts failures (leave count out)")
+		case r.Mode == ModeSoft:
+			bad(at+".mode", "a ratio has no overage: enforce or shadow")
+		case r.ResetOnSuccess:
+			bad(at+".resetOnSuccess", "does not apply to the ratio algorithm (a success counts in its ratio)")
+		case r.Lockout != nil:
+			bad(at+".lockout", "does not apply to the ratio algorithm (it denies while the ratio holds)")
+		}
+	}
+	if e := r.Elastic; e != nil {
+		switch {
+		case r.Algorithm != SlidingWindow || r.Count != CountFailures:
+			bad(at+".elastic", "needs algorithm sliding_window and count failures (the successes are what it follows)")
+		case e.Ratio <= 0 || e.Ratio > 10:
+			bad(at+".elastic.ratio", "must be more than 0%% and at most 1000%%, got %g%%", float64(e.Ratio)*100)
+		}
 	}
 	if r.Window < MinWindow || r.Window > MaxWindow {
 		bad(at+".window", "must be %s to %s, got %s", MinWindow, MaxWindow, r.Window)
@@ -470,6 +639,8 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 		bad(at+".of", "the distinct algorithm counts the distinct values of one dimension: one of %s except global", strings.Join(Dimensions, ", "))
 	case r.Algorithm == Distinct && slices.Contains(r.Key, r.Of):
 		bad(at+".of", "%q is also in key: one value per key cannot be counted", r.Of)
+	case r.Algorithm == Distinct && r.Of == "device":
+		bad(at+".of", "devices cannot be counted (untrusted clients share one value); count account or ip")
 	case r.Algorithm != Distinct && r.Of != "":
 		bad(at+".of", "only applies to the distinct algorithm")
 	}
@@ -508,6 +679,13 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 		}
 		if len(vs) == 0 {
 			bad(at+".when."+k, "must list at least one value")
+		}
+		if k == "device" {
+			for _, v := range vs {
+				if v != DeviceTrusted && v != DeviceUntrusted {
+					bad(at+".when.device", "%q is not %s or %s", v, DeviceTrusted, DeviceUntrusted)
+				}
+			}
 		}
 	}
 	if l := r.Lockout; l != nil {

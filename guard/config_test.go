@@ -35,6 +35,13 @@ func TestConfigOverlay(t *testing.T) {
 	if c.OTP.Length != 8 || c.OTP.SMS.DefaultRegion != "GB" || c.OTP.TTL != 10*time.Minute || len(c.OTP.SMS.AllowedTypes) != 2 || len(c.Rules) != len(DefaultConfig().Rules) {
 		t.Fatalf("overlay: %+v", c.OTP)
 	}
+	c, err = ParseConfig([]byte("network: {asnDatabase: /x.mmdb}\nrules:\n  - {name: r, action: login, key: [asn], limit: 80%, window: 1h, algorithm: ratio}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Rules[0]; r.Limit != 80 || r.Min != 20 || r.Count != CountFailures || !r.percent {
+		t.Fatalf("a ratio rule: %+v", r)
+	}
 	c, err = ParseConfig([]byte("rules:\n  - {name: only, action: otp.send, key: [ip], limit: 3, window: 1m, mode: soft}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +92,21 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"store: {timeout: soon}", "line 1: cannot unmarshal !!str `soon`"},
 		{"otp: [1, 2]", "cannot unmarshal"},
 		{"otp: {length: 6}\n---\notp: {length: 7}\n", "more than one YAML document"},
+		// SPEC section 10
+		{rule(", algorithm: ratio"), "rules[0] (r).limit: the ratio algorithm's limit is the failure ratio that denies, a percentage such as 80%"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 100%, window: 1m, algorithm: ratio}\n", "rules[0] (r).limit: must be 1% to 99%, got 100%"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 80%, window: 1m}\n", "rules[0] (r).limit: a percentage is only the ratio algorithm's limit"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 80%, window: 1m, algorithm: ratio, min: 0}\n  - {name: s, action: login, key: [ip], limit: 80%, window: 1m, algorithm: ratio, min: -1}\n", "rules[1] (s).min: must be 1 to"},
+		{rule(", min: 5"), "rules[0] (r).min: only applies to the ratio algorithm"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 80%, window: 1m, algorithm: ratio, count: requests}\n", "rules[0] (r).count: the ratio algorithm counts failures"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 80%, window: 1m, algorithm: ratio, lockout: {initial: 1m, factor: 2, max: 1h}}\n", "rules[0] (r).lockout: does not apply to the ratio algorithm"},
+		{"rules:\n  - {name: r, action: login, key: [ip], limit: 80x%, window: 1m, algorithm: ratio}\n", "cannot unmarshal"},
+		{rule(", count: failures, elastic: {ratio: 20%}"), "rules[0] (r).elastic: needs algorithm sliding_window and count failures"},
+		{rule(", algorithm: sliding_window, count: failures, elastic: {ratio: 0%}"), "rules[0] (r).elastic.ratio: must be more than 0%"},
+		{"rules:\n  - {name: r, action: login, key: [asn], limit: 5, window: 1m}\n", "rules[0] (r).key: the asn dimension needs an ASN database: set network.asnDatabase"},
+		{rule(", when: {device: known}"), `rules[0] (r).when.device: "known" is not trusted or untrusted`},
+		{rule(", algorithm: distinct, of: device"), "rules[0] (r).of: devices cannot be counted"},
+		{"devices: {ttl: 10m}", "devices.ttl: must be 1h to 400 days"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.doc))

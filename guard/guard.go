@@ -11,6 +11,7 @@ import (
 	"hash"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -23,14 +24,28 @@ type Subject struct {
 	Destination Destination
 	IP          netip.Addr
 	Account     string
+	// ASN is the client's autonomous system when it is known without an
+	// IP (an administrator's lookup by AS number); else the asn dimension
+	// looks the IP up in Options.Networks.
+	ASN uint32
+
+	device string // the device id of a token verified for Account ("": untrusted)
 }
 
 // Request is one attempt at an action.
 type Request struct {
 	Action  string
 	Subject Subject
-	// Attributes are matched by the rules' `when` filters (channel, purpose).
+	// Attributes are matched by the rules' `when` filters (channel,
+	// purpose). The device attribute is the guard's: it follows from
+	// Device, whatever Attributes say.
 	Attributes map[string]string
+	// Device is the device token the client presented, or "". A token
+	// the guard issued for Subject.Account (see [Guard.DeviceToken]),
+	// unexpired and not revoked, makes the request's device attribute
+	// trusted; any other (forged, expired, revoked, another account's)
+	// leaves it untrusted, never an error.
+	Device string
 }
 
 // Outcome is how an admitted attempt ended, for the failure-counting rules
@@ -96,6 +111,7 @@ type Result struct {
 	Leased bool
 
 	taken  int64     // units the store consumed for this rule
+	tag    string    // the subject's tag the rule was applied to
 	member string    // the entry a set algorithm added
 	at     time.Time // the store's clock (its node's) when it applied the rule: what a refund names
 }
@@ -117,6 +133,8 @@ type Decision struct {
 	Lease string
 	// At is the store's clock when it decided (zero when nothing asked it).
 	At time.Time
+	// Device is the request's device attribute: trusted or untrusted.
+	Device string
 }
 
 // Options configure a Guard.
@@ -140,6 +158,16 @@ type Options struct {
 	// Unblocked, when set, is told the states an Unblock cleared, so that
 	// other processes forget their copies of them (see [Guard.Forget]).
 	Unblocked func(ctx context.Context, states []State)
+	// Networks finds a client IP's autonomous system, for the asn
+	// dimension (asndb.Open). Required when a rule uses asn.
+	Networks Networks
+}
+
+// Networks maps an address to its autonomous system.
+type Networks interface {
+	// ASN returns the address's autonomous system number, or false when
+	// the database does not know the address.
+	ASN(netip.Addr) (uint32, bool)
 }
 
 // State names one rule's state for one subject, without the subject: the
@@ -155,6 +183,7 @@ type Guard struct {
 	timeout   time.Duration
 	ipv6Bits  int
 	byAction  map[string][]*rule
+	byName    map[string]*rule
 	all       []*rule
 	clock     func() time.Time
 	macs      sync.Pool // keyed HMAC-SHA256 states
@@ -163,6 +192,8 @@ type Guard struct {
 	leases    *leases
 	storeClk  *StoreClock
 	unblocked func(ctx context.Context, states []State)
+	networks  Networks
+	devices   devices
 }
 
 // rule is a Rule with what every decision needs computed once.
@@ -173,6 +204,11 @@ type rule struct {
 	limit int64    // effective limit: with a soft rule's overage
 	allow bool     // onStoreError allow
 	owned bool     // keyed on destination or account (see Stray)
+	// on the device: keyed on it, or filtered by it (the trusted and
+	// untrusted values it applies to)
+	keyedDevice                bool
+	onTrusted, onUntrusted     bool
+	filtersDevice              bool
 }
 
 // New returns a Guard for a validated configuration.
@@ -193,11 +229,14 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		timeout:   cfg.Store.Timeout,
 		ipv6Bits:  cfg.Network.IPv6Prefix,
 		byAction:  map[string][]*rule{},
+		byName:    map[string]*rule{},
 		clock:     opts.Clock,
 		leases:    &leases{m: map[string]*lease{}},
 		storeClk:  opts.StoreClock,
 		unblocked: opts.Unblocked,
+		networks:  opts.Networks,
 	}
+	g.devices = newDevices(g.secret, cfg.Devices.TTL)
 	g.macs.New = func() any { return &macState{h: hmac.New(sha256.New, g.secret)} }
 	if cfg.Store.DenyCache.TTL > 0 {
 		g.cache = newDenyCache(cfg.Store.DenyCache.TTL, cfg.Store.DenyCache.Size)
@@ -207,17 +246,29 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		if r.OnStoreError == "allow" && g.backstop == nil {
 			return nil, fmt.Errorf("guard: rule %s allows on store errors, which needs Options.Backstop", r.Name)
 		}
+		if (slices.Contains(r.Key, "asn") || r.Of == "asn") && g.networks == nil {
+			return nil, fmt.Errorf("guard: rule %s uses the asn dimension, which needs Options.Networks (network.asnDatabase)", r.Name)
+		}
 		cr := &rule{Rule: r, limit: r.Limit, allow: r.OnStoreError == "allow", dims: slices.Sorted(slices.Values(r.Key)),
-			owned: slices.Contains(r.Key, "destination") || slices.Contains(r.Key, "account")}
+			owned:       slices.Contains(r.Key, "destination") || slices.Contains(r.Key, "account") || slices.Contains(r.Key, "device"),
+			keyedDevice: slices.Contains(r.Key, "device"), onTrusted: true, onUntrusted: true}
+		if vs, ok := r.When["device"]; ok {
+			cr.filtersDevice = true
+			cr.onTrusted, cr.onUntrusted = slices.Contains(vs, DeviceTrusted), slices.Contains(vs, DeviceUntrusted)
+		}
 		if r.Mode == ModeSoft {
 			cr.limit += int64(float64(r.Limit) * float64(r.Overage))
 		}
 		cr.spec = &Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
-			Enforce: r.Mode != ModeShadow, Lockout: r.Lockout}
+			Enforce: r.Mode != ModeShadow, Lockout: r.Lockout, Min: r.Min}
+		if r.Elastic != nil {
+			cr.spec.Elastic = float64(r.Elastic.Ratio)
+		}
 		if ttl, ok := packs[dimsKey(r.Key)]; ok && r.Algorithm.packable() {
 			cr.spec.Packed, cr.spec.PackTTL = true, ttl
 		}
 		g.byAction[r.Action] = append(g.byAction[r.Action], cr)
+		g.byName[r.Name] = cr
 		g.all = append(g.all, cr)
 	}
 	g.global = g.hashValues([]string{"global"}, []string{""})
@@ -238,7 +289,7 @@ func packing(rules []Rule) map[string]time.Duration {
 		k := dimsKey(r.Key)
 		count[k]++
 		keep := r.Window
-		if r.Algorithm == SlidingWindow {
+		if r.Algorithm == SlidingWindow || r.Algorithm == Ratio {
 			keep = 2 * r.Window
 		}
 		if r.Lockout != nil {
@@ -272,14 +323,24 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	if n < 1 {
 		return Decision{}, fmt.Errorf("guard: cost %d: %w", n, ErrInvalidInput)
 	}
-	rules := g.match(req)
-	if len(rules) == 0 {
+	a := attempt{g: g, subject: req.Subject, n: n}
+	a.subject.device = ""
+	if id, issued, ok := g.devices.verify(req.Device, req.Subject.Account); ok {
+		a.subject.device, a.issued = id, issued
+	}
+	a.rules = g.match(req, a.subject.device != "")
+	a.maybe = a.subject.device != "" && dependsOnDevice(a.rules)
+	if !a.maybe {
+		a.subject.device = "" // nothing asks: the device counts as untrusted
+	}
+	if len(a.rules) == 0 {
 		return Decision{Allowed: true, Rules: []Result{}}, nil
 	}
-	if err := g.hasDims(rules, req.Subject); err != nil {
+	if err := g.hasDims(a.rules, req.Subject); err != nil {
 		return Decision{}, err
 	}
-	a := attempt{g: g, rules: rules, subject: req.Subject, n: n, now: g.clock()}
+	a.now = g.clock()
+	rules := a.rules
 	if len(rules) <= len(a.tagBuf) {
 		a.tags = a.tagBuf[:len(rules)]
 	} else {
@@ -295,7 +356,19 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	a.decide(ctx)
 	d := a.decision()
 	a.learn(&d)
+	a.prune(&d)
 	return d, nil
+}
+
+// dependsOnDevice reports whether a rule is filtered or keyed on the
+// device.
+func dependsOnDevice(rules []*rule) bool {
+	for _, r := range rules {
+		if r.filtersDevice || r.keyedDevice {
+			return true
+		}
+	}
+	return false
 }
 
 // attempt is one AllowN in progress.
@@ -303,13 +376,19 @@ type attempt struct {
 	g       *Guard
 	rules   []*rule
 	subject Subject
+	// maybe: the request holds a token verified for its account that the
+	// store is to judge (expiry, revocation), and some rule depends on
+	// it; issued is the token's issue time
+	maybe   bool
+	issued  time.Time
+	applied []bool // per rule, when maybe: an op of it applied
 	n       int64
 	now     time.Time // the process's clock: the deny cache and leases
 	tagBuf  [8]string // most actions have a few rules: no allocation
 	tags    []string  // per rule, filled as needed (see tag)
 	d       Decision
 	ops     []Op
-	at      []int    // the rule of each op
+	at      []int    // the rule of each op (-1: the device check)
 	local   []int    // the rules paid from this process's lease
 	refills []string // the leases this attempt refills from the store
 	res     []OpResult
@@ -325,7 +404,7 @@ func (a *attempt) remembered() (Decision, bool) {
 		return Decision{}, false
 	}
 	for i, r := range a.rules {
-		if !r.cacheable() {
+		if !r.cacheable() || (a.maybe && (r.filtersDevice || r.keyedDevice)) {
 			continue
 		}
 		if res, ok := g.cache.get(a.cacheKey(i), a.now); ok {
@@ -355,10 +434,17 @@ func (a *attempt) tag(i int) string { return a.g.tag(a.rules, a.tags, i, a.subje
 // process pays for.
 func (a *attempt) plan() error {
 	g := a.g
-	a.d = Decision{Allowed: true, Rules: make([]Result, len(a.rules))}
-	a.ops, a.at = make([]Op, 0, len(a.rules)), make([]int, 0, len(a.rules))
+	a.d = Decision{Allowed: true, Rules: make([]Result, len(a.rules)), Device: DeviceUntrusted}
+	a.ops, a.at = make([]Op, 0, len(a.rules)+1), make([]int, 0, len(a.rules)+1)
+	if a.maybe {
+		a.d.Device = ""
+		a.applied = make([]bool, len(a.rules))
+		a.ops = append(a.ops, Op{Kind: DeviceCheck, Spec: g.devices.spec, Tag: g.deviceTag(a.subject.Account), Cost: 1, At: a.issued})
+		a.at = append(a.at, -1)
+	}
 	for i, r := range a.rules {
 		op := Op{Kind: Take, Spec: r.spec, Tag: a.tag(i), Cost: a.n}
+		dependent := a.maybe && (r.filtersDevice || r.keyedDevice)
 		switch r.Algorithm {
 		case Concurrency:
 			if a.d.Lease == "" {
@@ -375,10 +461,30 @@ func (a *attempt) plan() error {
 			}
 			op.Member = g.valueHash(r.Of, v)
 		}
+		if dependent {
+			// one op per value of the device the rule applies to; the
+			// store's device check picks the one that applies
+			if r.onTrusted {
+				t := op
+				t.Cond = CondTrusted
+				a.ops, a.at = append(a.ops, t), append(a.at, i)
+			}
+			if r.onUntrusted {
+				u := op
+				u.Cond = CondUntrusted
+				if r.keyedDevice {
+					s := a.subject
+					s.device = ""
+					u.Tag = g.tag([]*rule{r}, make([]string, 1), 0, s)
+				}
+				a.ops, a.at = append(a.ops, u), append(a.at, i)
+			}
+			continue
+		}
 		if r.Lease != nil {
 			left, ok, refill := g.leases.take(r.spec.ID+op.Tag, a.n, a.now)
 			if ok {
-				a.d.Rules[i] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Remaining: left, Leased: true}
+				a.d.Rules[i] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Remaining: left, Leased: true, tag: op.Tag}
 				a.local = append(a.local, i)
 				continue
 			}
@@ -434,7 +540,7 @@ func (g *Guard) backedOps(rules []*rule, at []int, ops []Op) []Op {
 	}
 	var out []Op
 	for j, i := range at {
-		if rules[i].allow {
+		if i < 0 || rules[i].allow {
 			op := ops[j]
 			op.Extra = 0
 			out = append(out, op)
@@ -447,13 +553,38 @@ func (g *Guard) backedOps(rules []*rule, at []int, ops []Op) []Op {
 // if every enforcing rule allowed.
 func (a *attempt) decision() Decision {
 	d := a.d
+	if a.maybe {
+		for _, i := range a.local {
+			a.applied[i] = true
+		}
+		for i, r := range a.rules {
+			if r.filtersDevice || r.keyedDevice {
+				// until an op of it applies: it decides nothing
+				d.Rules[i] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Skipped: true}
+			}
+		}
+	}
 	for j, i := range a.at {
-		d.Rules[i] = a.rules[i].result(a.res[j], a.ops[j].Member)
-		d.Rules[i].StoreError = a.err != nil
-		d.Rules[i].Backstop = a.err != nil && a.rules[i].allow
 		if d.At.IsZero() {
 			d.At = a.res[j].Now
 		}
+		if i < 0 {
+			d.Device = DeviceUntrusted
+			if a.res[j].Allowed {
+				d.Device = DeviceTrusted
+			}
+			continue
+		}
+		if a.res[j].Inapplicable {
+			continue
+		}
+		if a.applied != nil {
+			a.applied[i] = true
+		}
+		d.Rules[i] = a.rules[i].result(a.res[j], a.ops[j].Member)
+		d.Rules[i].tag = a.ops[j].Tag
+		d.Rules[i].StoreError = a.err != nil
+		d.Rules[i].Backstop = a.err != nil && a.rules[i].allow
 	}
 	d.StoreError = a.err
 	for i, r := range a.rules {
@@ -480,6 +611,9 @@ func (a *attempt) learn(d *Decision) {
 	}
 	if d.Allowed && d.StoreError == nil {
 		for j, i := range a.at {
+			if i < 0 {
+				continue
+			}
 			if extra := d.Rules[i].taken - a.n; extra > 0 && a.ops[j].Extra > 0 {
 				g.leases.grant(a.rules[i].spec.ID+a.tags[i], extra, a.now, a.now.Add(d.Rules[i].ResetAfter))
 			}
@@ -487,11 +621,29 @@ func (a *attempt) learn(d *Decision) {
 	}
 	if !d.Allowed && d.StoreError == nil && g.cache != nil && a.n == 1 {
 		for i, r := range a.rules {
+			if a.maybe && (r.filtersDevice || r.keyedDevice) {
+				continue // the device decides which of its states applies
+			}
 			if res := d.Rules[i]; !res.Allowed && !res.Skipped && !res.Cached && r.cacheable() && !res.Locked && res.RetryAfter > 0 {
 				g.cache.put(a.cacheKey(i), res, a.now)
 			}
 		}
 	}
+}
+
+// prune drops from d the rules that did not apply: those whose device
+// condition the store's device check ruled out.
+func (a *attempt) prune(d *Decision) {
+	if a.applied == nil {
+		return
+	}
+	out := d.Rules[:0]
+	for i, res := range d.Rules {
+		if a.applied[i] {
+			out = append(out, res)
+		}
+	}
+	d.Rules = out
 }
 
 // cacheable reports whether r's denials may be answered from the deny
@@ -524,7 +676,7 @@ func (g *Guard) mirror(rules []*rule, at []int, ops []Op, res []OpResult) {
 	var mo []Op
 	var mr []OpResult
 	for j, i := range at {
-		if rules[i].allow {
+		if i >= 0 && rules[i].allow {
 			op := ops[j]
 			op.Extra = 0
 			mo, mr = append(mo, op), append(mr, res[j])
@@ -547,6 +699,10 @@ func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op)
 	var bo []Op
 	var idx []int
 	for j, i := range at {
+		if i < 0 { // the device check: the backstop knows this process's revocations
+			bo, idx = append(bo, ops[j]), append(idx, j)
+			continue
+		}
 		r := rules[i]
 		if r.spec.Enforce && !r.allow {
 			return res // this rule denies on store errors: so does the request
@@ -557,7 +713,7 @@ func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op)
 			bo, idx = append(bo, op), append(idx, j)
 		}
 	}
-	if len(bo) == 0 || g.backstop == nil {
+	if len(bo) == 0 || g.backstop == nil || (len(bo) == 1 && at[idx[0]] < 0) {
 		return res
 	}
 	br, err := g.do(ctx, g.backstop, bo)
@@ -583,10 +739,11 @@ func (g *Guard) Actions() []string {
 	return out
 }
 
-// Rules returns the names of the rules that apply to req.
+// Rules returns the names of the rules that may apply to req (with a
+// device token, those of both device values).
 func (g *Guard) Rules(req Request) []string {
 	var names []string
-	for _, r := range g.match(req) {
+	for _, r := range g.match(req, req.Device != "") {
 		names = append(names, r.Name)
 	}
 	return names
@@ -605,16 +762,18 @@ func (g *Guard) do(ctx context.Context, st Store, ops []Op) ([]OpResult, error) 
 	return res, nil
 }
 
-// match returns the rules of req's action whose filters req passes.
-func (g *Guard) match(req Request) []*rule {
+// match returns the rules of req's action whose filters req passes. The
+// device attribute is untrusted, unless maybe (a token the store is to
+// judge): then a rule filtered on the device passes with either value.
+func (g *Guard) match(req Request, maybe bool) []*rule {
 	all := g.byAction[req.Action]
 	for i, r := range all {
-		if !r.matches(req.Attributes) {
+		if !r.matches(req.Attributes, maybe) {
 			// copy only when a rule is left out; the action's own list
 			// is shared and never written
 			out := slices.Clone(all[:i])
 			for _, r := range all[i+1:] {
-				if r.matches(req.Attributes) {
+				if r.matches(req.Attributes, maybe) {
 					out = append(out, r)
 				}
 			}
@@ -624,8 +783,14 @@ func (g *Guard) match(req Request) []*rule {
 	return all
 }
 
-func (r *rule) matches(attrs map[string]string) bool {
+func (r *rule) matches(attrs map[string]string, maybe bool) bool {
 	for k, vs := range r.When {
+		if k == "device" {
+			if !maybe && !r.onUntrusted {
+				return false
+			}
+			continue
+		}
 		v, ok := attrs[k]
 		if !ok || !slices.Contains(vs, v) {
 			return false
@@ -766,8 +931,12 @@ func has(dim string, s Subject) bool {
 		return s.Destination.Prefix != ""
 	case "account":
 		return s.Account != ""
-	case "ip", "ip/56", "ip/48":
+	case "ip", "ip/56", "ip/48", "ip/24", "ip/16":
 		return s.IP.IsValid()
+	case "asn":
+		return s.ASN != 0 || s.IP.IsValid()
+	case "device":
+		return s.Account != ""
 	case "global":
 		return true
 	}
@@ -793,6 +962,24 @@ func (g *Guard) dimension(dim string, s Subject) (string, error) {
 		return IPKey(s.IP, 56), nil
 	case "ip/48":
 		return IPKey(s.IP, 48), nil
+	case "ip/24":
+		return NetKey(s.IP, 24, 48), nil
+	case "ip/16":
+		return NetKey(s.IP, 16, 32), nil
+	case "asn":
+		if s.ASN != 0 {
+			return "AS" + strconv.FormatUint(uint64(s.ASN), 10), nil
+		}
+		if g.networks != nil {
+			if n, ok := g.networks.ASN(s.IP); ok {
+				return "AS" + strconv.FormatUint(uint64(n), 10), nil
+			}
+		}
+		// an address the database does not know counts as its network
+		return NetKey(s.IP, 16, 48), nil
+	case "device":
+		// one state per (account, trusted device); the untrusted share one
+		return DeviceAccount(s.Account) + "\x00" + s.device, nil
 	}
 	return "", nil // global
 }

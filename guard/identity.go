@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -304,9 +305,36 @@ func IPKey(a netip.Addr, bits int) string {
 	return p.String()
 }
 
+// NetKey returns the network an address is counted by for the network
+// dimensions: an IPv4 address by its first v4 bits (24 for ip/24, 16 for
+// ip/16), an IPv6 one by its first v6 bits (48 and 32: the networks of a
+// site and of a provider).
+func NetKey(a netip.Addr, v4, v6 int) string {
+	a = a.Unmap()
+	bits := v6
+	if a.Is4() {
+		bits = v4
+	}
+	p, _ := a.WithZone("").Prefix(bits)
+	return p.String()
+}
+
+// ParseASN reads an autonomous system number: 13335 or AS13335.
+func ParseASN(s string) (uint32, error) {
+	v := strings.TrimSpace(s)
+	if len(v) > 2 && strings.EqualFold(v[:2], "AS") {
+		v = v[2:]
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil || n == 0 {
+		return 0, invalid("%q is not an autonomous system number such as AS13335", s)
+	}
+	return uint32(n), nil
+}
+
 // ParseDimension reads one dimension's value as the subject that holds
 // it: an email or phone number for destination, an address for the ip
-// dimensions, a username for account, a region code for country, an E.164
+// dimensions, an AS number for asn, a username for account, a region code for country, an E.164
 // prefix for prefix; anything for global.
 func ParseDimension(dim, value string, p PhonePolicy) (Subject, error) {
 	var s Subject
@@ -314,8 +342,12 @@ func ParseDimension(dim, value string, p PhonePolicy) (Subject, error) {
 	switch dim {
 	case "destination":
 		s.Destination, err = GuessDestination(value, p)
-	case "ip", "ip/56", "ip/48":
+	case "ip", "ip/56", "ip/48", "ip/24", "ip/16":
 		s.IP, err = ParseIP(value)
+	case "asn":
+		s.ASN, err = ParseASN(value)
+	case "device":
+		return s, invalid("a device is named by its account's token, not in a path: unblock the account")
 	case "account":
 		s.Account, err = ParseAccount(value)
 	case "country":

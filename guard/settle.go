@@ -14,8 +14,10 @@ import (
 // the caller's: give it a context that outlives the request (a client that
 // hangs up must not keep a success from giving its attempt back).
 func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Outcome) ([]Result, error) {
-	rules := g.match(req)
-	tags, err := g.tags(rules, req.Subject)
+	s := req.Subject
+	s.device = "" // without the decision, the device counts as untrusted
+	rules := g.match(req, true)
+	tags, err := g.tags(rules, s)
 	if err != nil {
 		return nil, err
 	}
@@ -25,20 +27,25 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 		if r.Count != CountFailures && outcome != Void {
 			continue
 		}
-		taken, member, at := int64(1), "", d.At
+		taken, member, at, tag := int64(1), "", d.At, tags[i]
 		if d.Rules != nil {
 			k := slices.IndexFunc(d.Rules, func(x Result) bool { return x.Rule == r.Name })
 			if k < 0 || !d.Allowed {
 				continue
 			}
 			res := d.Rules[k]
+			if res.tag != "" {
+				tag = res.tag
+			}
 			if res.Leased {
 				if outcome == Void {
-					g.leases.give(r.spec.ID+tags[i], 1)
+					g.leases.give(r.spec.ID+tag, 1)
 				}
 				continue
 			}
 			taken, member, at = res.taken, res.member, res.at
+		} else if r.filtersDevice && !r.onUntrusted {
+			continue // it applied to trusted devices only
 		} else if r.Algorithm == SlidingLog {
 			taken = 0 // its entry is named at admission, unknown here
 		}
@@ -49,13 +56,15 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 		case failed:
 		case outcome == Success && r.ResetOnSuccess:
 			kind = Unblock // a success proves the pair: its failures and lockouts go
-		case taken > 0:
+		case taken > 0 && outcome == Success:
 			kind = Refund
+		case taken > 0:
+			kind = Cancel // void, or a stray guess at what the subject owns: it never happened
 		}
 		if kind == "" {
 			continue
 		}
-		op := Op{Kind: kind, Spec: r.spec, Tag: tags[i], Cost: max(taken, 1), Member: member, At: at}
+		op := Op{Kind: kind, Spec: r.spec, Tag: tag, Cost: max(taken, 1), Member: member, At: at}
 		if r.Algorithm == Distinct && member == "" {
 			v, err := g.dimension(r.Of, req.Subject)
 			if err != nil {
@@ -86,7 +95,7 @@ func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
 	if lease == "" {
 		return nil
 	}
-	rules := g.match(req)
+	rules := g.match(req, true)
 	tags, err := g.tags(rules, req.Subject)
 	if err != nil {
 		return err
@@ -94,8 +103,17 @@ func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
 	var rs []*rule
 	var ops []Op
 	for i, r := range rules {
-		if r.Algorithm == Concurrency {
-			rs, ops = append(rs, r), append(ops, Op{Kind: Release, Spec: r.spec, Tag: tags[i], Cost: 1, Member: lease})
+		if r.Algorithm != Concurrency {
+			continue
+		}
+		// tags are the untrusted device's; a rule keyed on the device may
+		// have taken the lease under the trusted one: release both
+		rs, ops = append(rs, r), append(ops, Op{Kind: Release, Spec: r.spec, Tag: tags[i], Cost: 1, Member: lease})
+		if id, _, ok := g.devices.verify(req.Device, req.Subject.Account); ok && r.keyedDevice {
+			s := req.Subject
+			s.device = id
+			tag := g.tag([]*rule{r}, make([]string, 1), 0, s)
+			rs, ops = append(rs, r), append(ops, Op{Kind: Release, Spec: r.spec, Tag: tag, Cost: 1, Member: lease})
 		}
 	}
 	if len(ops) == 0 {
@@ -198,7 +216,7 @@ func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly
 	for i, op := range ops {
 		key := op.Spec.ID + op.Tag
 		switch op.Kind {
-		case Refund, Release:
+		case Refund, Cancel, Release:
 			if g.cache != nil {
 				if rules[i].Algorithm == Distinct {
 					g.cache.drop(key + ":" + op.Member)

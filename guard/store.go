@@ -57,9 +57,23 @@ const (
 	// lockout's reset, a lockout starts (the next duration) and the
 	// counter starts afresh.
 	Strike OpKind = "s"
-	// Refund gives back Cost units a Take consumed at At (Member for the
-	// set algorithms). At zero means "in the current window".
+	// Refund settles Cost units a Take consumed at At as a success (Member
+	// for the set algorithms; At zero means "in the current window"): they
+	// are given back; a ratio keeps the attempt and gives back its
+	// failure; an elastic rule also counts them among its verified units.
 	Refund OpKind = "r"
+	// Cancel undoes a Take entirely, as if it never happened (a void
+	// attempt, a take that another group's denial made moot): as Refund,
+	// except that a ratio gives back the attempt too and an elastic rule
+	// counts nothing verified.
+	Cancel OpKind = "c"
+	// DeviceCheck reads whether the device token issued at At (store
+	// time) is still trusted: not revoked since and younger than the
+	// spec's Window. The takes and peeks of the batch with a Cond apply
+	// or not by its answer (OpResult.Allowed); it must come before them.
+	DeviceCheck OpKind = "d"
+	// Revoke revokes every device token of an account issued until now.
+	Revoke OpKind = "D"
 	// Unblock forgets the counter, any lockout and the lockout history.
 	Unblock OpKind = "u"
 	// Release removes the concurrency lease Member.
@@ -83,6 +97,12 @@ type Spec struct {
 	Enforce bool
 	// Lockout is the rule's progressive lockout, or nil.
 	Lockout *Lockout
+	// Min is the ratio algorithm's least number of attempts before it
+	// may deny (Limit is then the percentage).
+	Min int64
+	// Elastic is, for an elastic sliding window, the ratio of its
+	// verified units (refunds) that its limit grows to; 0 for none.
+	Elastic float64
 	// Packed keeps the state in one Redis hash per subject, shared with
 	// the subject's other rules keyed on the same dimensions (fixed
 	// window, token bucket and sliding window only). PackTTL is that
@@ -110,7 +130,20 @@ type Op struct {
 	At time.Time
 	// MaxWait bounds a Reserve.
 	MaxWait time.Duration
+	// Cond makes a Take or Peek apply only when the batch's DeviceCheck
+	// trusted the device (CondTrusted) or did not (CondUntrusted).
+	Cond Cond
 }
+
+// Cond is an op's device condition (see Op.Cond).
+type Cond uint8
+
+// The conditions.
+const (
+	Always Cond = iota
+	CondTrusted
+	CondUntrusted
+)
 
 // OpResult is the outcome of one Op.
 type OpResult struct {
@@ -128,6 +161,9 @@ type OpResult struct {
 	// Skipped reports that the Op was not evaluated because an earlier
 	// enforcing denial decided the batch.
 	Skipped bool
+	// Inapplicable reports that the Op's Cond did not hold: it did
+	// nothing and decides nothing.
+	Inapplicable bool
 	// Taken is how many units a Take consumed (Cost plus any lease extra);
 	// 0 when the batch was denied.
 	Taken int64

@@ -17,10 +17,10 @@ import (
 // outcome after, and an administrator reads and clears a subject's state.
 
 // subjectIn is the subject member of the internal routes' bodies.
-type subjectIn struct{ Account, IP, Email, Phone string }
+type subjectIn struct{ Account, IP, Email, Phone, Device string }
 
 func (in *subjectIn) fields() fields {
-	return fields{"account": &in.Account, "ip": &in.IP, "email": &in.Email, "phone": &in.Phone}
+	return fields{"account": &in.Account, "ip": &in.IP, "email": &in.Email, "phone": &in.Phone, "device": &in.Device}
 }
 
 // request normalizes a subject exactly as the public routes do.
@@ -36,6 +36,13 @@ func (s *Server) request(action string, in subjectIn, attrs map[string]string, e
 		}
 		req.Subject.Account = a
 	}
+	switch {
+	case len(in.Device) > maxDeviceToken:
+		errs["subject.device"] = "is not a device token"
+	case in.Device != "" && in.Account == "":
+		errs["subject.device"] = "a device token is bound to an account: give subject.account too"
+	}
+	req.Device = in.Device
 	if in.IP != "" {
 		ip, err := guard.ParseIP(in.IP)
 		if err != nil {
@@ -83,6 +90,9 @@ type decisionResponse struct {
 	// Lease names the concurrency leases taken; release them with
 	// {"action","subject","release":lease}.
 	Lease string `json:"lease,omitempty"`
+	// Device is the request's device attribute (trusted or untrusted)
+	// when a rule asked for it.
+	Device string `json:"device,omitempty"`
 }
 
 type ruleState struct {
@@ -134,7 +144,7 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 	if !d.Allowed {
 		rec.outcome = "denied"
 	}
-	out := decisionResponse{Allowed: d.Allowed, DeniedBy: d.DeniedBy, RetryAfter: seconds(d.RetryAfter), Lease: d.Lease, Rules: []ruleState{}}
+	out := decisionResponse{Allowed: d.Allowed, DeniedBy: d.DeniedBy, RetryAfter: seconds(d.RetryAfter), Lease: d.Lease, Rules: []ruleState{}, Device: d.Device}
 	closest := -1
 	for i, res := range d.Rules {
 		out.Rules = append(out.Rules, ruleState{res.Rule, res.Allowed, res.Remaining, seconds(res.ResetAfter), res.Skipped})
@@ -152,14 +162,17 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleOutcome is POST /v1/outcomes: how an attempt a decision admitted
-// ended, for the failure-counting rules → 204.
+// ended, for the failure-counting rules → 204; with "issueDevice": true
+// on a success for an account, 200 and the account's device token
+// ({"deviceToken"}: the backend sets it on its client).
 func (s *Server) handleOutcome(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Action, Outcome string
 		Subject         subjectIn
 		Attributes      map[string]string
+		IssueDevice     bool
 	}
-	if p := decode(w, r, fields{"action": &in.Action, "subject": in.Subject.fields(), "attributes": &in.Attributes, "outcome": &in.Outcome}); p != nil {
+	if p := decode(w, r, fields{"action": &in.Action, "subject": in.Subject.fields(), "attributes": &in.Attributes, "outcome": &in.Outcome, "issueDevice": &in.IssueDevice}); p != nil {
 		p.write(w)
 		return
 	}
@@ -168,6 +181,9 @@ func (s *Server) handleOutcome(w http.ResponseWriter, r *http.Request) {
 	outcome := map[string]guard.Outcome{"failure": guard.Failure, "success": guard.Success}[in.Outcome]
 	if outcome == 0 {
 		errs["outcome"] = "must be failure or success"
+	}
+	if in.IssueDevice && (outcome != guard.Success || req.Subject.Account == "") {
+		errs["issueDevice"] = "a device token is issued for a success of an account (subject.account)"
 	}
 	if len(errs) > 0 {
 		invalidRequest(errs).write(w)
@@ -178,6 +194,15 @@ func (s *Server) handleOutcome(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	if in.IssueDevice {
+		tok, err := s.Guard.DeviceToken(req.Subject.Account, s.Guard.DeviceID(req.Device, req.Subject.Account), time.Time{})
+		if err != nil {
+			s.internalError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"deviceToken": tok})
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -228,14 +253,13 @@ func (s *Server) handleUnblock(w http.ResponseWriter, r *http.Request) {
 }
 
 // blockSubject reads {dimension}/{value}; the dimensions with a slash
-// (ip/56, ip/48) are written ip%2F56 or ip56.
+// (ip/56, ip/48, ip/24, ip/16) are written ip%2F56 or ip56; asn takes
+// AS13335 or 13335.
 func (s *Server) blockSubject(r *http.Request) (string, guard.Subject, *Problem) {
 	dim := r.PathValue("dimension")
 	switch dim {
-	case "ip56":
-		dim = "ip/56"
-	case "ip48":
-		dim = "ip/48"
+	case "ip56", "ip48", "ip24", "ip16":
+		dim = "ip/" + dim[2:]
 	}
 	subject, err := guard.ParseDimension(dim, r.PathValue("value"), s.policy)
 	if err != nil {

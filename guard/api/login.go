@@ -22,6 +22,9 @@ const MaxPassword = password.MaxLength
 type loginResponse struct {
 	Status string `json:"status"`
 	Token  string `json:"token,omitempty"`
+	// DeviceToken is the account's trusted device token (also the
+	// og_device cookie).
+	DeviceToken string `json:"deviceToken,omitempty"`
 }
 
 // handleLogin fronts the authenticator. The login rules decide first; a
@@ -32,8 +35,8 @@ type loginResponse struct {
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	rec := newRecord("login")
 	defer s.logDecision(r.Context(), rec)
-	var in struct{ Username, Password string }
-	body, p := s.body(w, r, fields{"username": &in.Username, "password": &in.Password})
+	var in struct{ Username, Password, DeviceToken string }
+	body, p := s.body(w, r, fields{"username": &in.Username, "password": &in.Password, "deviceToken": &in.DeviceToken})
 	if p != nil {
 		s.fail(w, rec, p)
 		return
@@ -52,7 +55,8 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("upstream_unavailable", "this deployment fronts no authenticator"))
 		return
 	}
-	req, p := s.admit(r, rec, guard.Request{Action: "login", Subject: guard.Subject{Account: account}}, "account", account, errs)
+	presented := presentedDevice(r, in.DeviceToken)
+	req, p := s.admit(r, rec, guard.Request{Action: "login", Subject: guard.Subject{Account: account}, Device: presented}, "account", account, errs)
 	if p != nil {
 		s.fail(w, rec, p)
 		return
@@ -74,10 +78,17 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.settle(ctx, req, rec.decision, guard.Success)
+	device := func() string {
+		return s.deviceToken(ctx, w, account, presented, rec.decision.At)
+	}
 	switch {
 	case res.Passthrough != nil:
 		rec.outcome = "authenticated"
 		pt := res.Passthrough
+		if pt.Status >= 200 && pt.Status < 300 {
+			// the body is the app's: the token goes in a header too
+			w.Header().Set(deviceHeader, device())
+		}
 		for _, c := range pt.Cookies {
 			w.Header().Add("Set-Cookie", c)
 		}
@@ -104,12 +115,15 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rec.outcome = "authenticated"
-		writeJSON(w, http.StatusOK, loginResponse{Status: "authenticated", Token: tok})
+		writeJSON(w, http.StatusOK, loginResponse{Status: "authenticated", Token: tok, DeviceToken: device()})
 	default:
 		rec.outcome = "authenticated"
 		out := map[string]any{"status": "authenticated"}
 		for k, v := range res.Fields {
 			out[k] = v
+		}
+		if tok := device(); tok != "" {
+			out["deviceToken"] = tok
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
@@ -194,7 +208,7 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 		s.Log.ErrorContext(ctx, "signup code: this deployment sends no messages")
 		return
 	}
-	code, err := s.Codes.Issue(ctx, dest, "signup")
+	code, err := s.Codes.Issue(ctx, dest, "signup", "")
 	var msg guard.Message
 	if err == nil {
 		msg, err = s.message(dest, "signup", "", code)

@@ -32,6 +32,9 @@ type sendResponse struct {
 type verifyResponse struct {
 	Status string `json:"status"`
 	Token  string `json:"token"`
+	// DeviceToken is, for the login and reset purposes, the trusted
+	// device token of the address's account (also the og_device cookie).
+	DeviceToken string `json:"deviceToken,omitempty"`
 }
 
 func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
@@ -69,7 +72,9 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	code, err := s.Codes.Issue(ctx, dest, in.Purpose)
+	// the send counts on the failure-counting send rules until the verify
+	// that approves this code settles its receipt
+	code, err := s.Codes.Issue(ctx, dest, in.Purpose, s.Guard.Receipt(rec.decision))
 	if err != nil {
 		// Nothing was sent: the send's units go back to every rule.
 		s.Log.ErrorContext(ctx, "issue code", "err", err)
@@ -109,8 +114,8 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	rec := newRecord("otp.verify")
 	defer s.logDecision(r.Context(), rec)
-	var in struct{ To, Purpose, Code string }
-	if p := decode(w, r, fields{"to": &in.To, "purpose": &in.Purpose, "code": &in.Code}); p != nil {
+	var in struct{ To, Purpose, Code, DeviceToken string }
+	if p := decode(w, r, fields{"to": &in.To, "purpose": &in.Purpose, "code": &in.Code, "deviceToken": &in.DeviceToken}); p != nil {
 		s.fail(w, rec, p)
 		return
 	}
@@ -133,7 +138,8 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	check, now, err := s.Codes.Verify(ctx, dest, in.Purpose, in.Code)
+	v, err := s.Codes.Verify(ctx, dest, in.Purpose, in.Code)
+	check, now := v.Check, v.At
 	if err != nil {
 		s.Log.ErrorContext(ctx, "check code", "err", err)
 		s.settle(ctx, req, rec.decision, guard.Void)
@@ -143,6 +149,10 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	switch check {
 	case otp.Approved:
 		s.settle(ctx, req, rec.decision, guard.Success)
+		// the send that issued the code was real: its failure goes back
+		if err := s.Guard.SettleReceipt(context.WithoutCancel(ctx), v.Receipt, guard.Success); err != nil {
+			s.Log.ErrorContext(ctx, "settle the send", "err", err)
+		}
 	case otp.Missing:
 		// A guess at no code gains nothing and costs the owner nothing:
 		// it counts against the IP, not the destination.
@@ -166,8 +176,12 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("internal_error", "the token could not be signed"))
 		return
 	}
+	out := verifyResponse{Status: "approved", Token: tok}
+	if devicePurpose(in.Purpose) {
+		out.DeviceToken = s.deviceToken(ctx, w, dest.Address, presentedDevice(r, in.DeviceToken), now)
+	}
 	rec.outcome = "approved"
-	writeJSON(w, http.StatusOK, verifyResponse{Status: "approved", Token: tok})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // message is the code's message to dest, rendered from templates/.

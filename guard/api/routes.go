@@ -24,6 +24,7 @@ var routeTable = []route{
 	{http.MethodPost, "/v1/outcomes", true, func(s *Server) http.HandlerFunc { return s.handleOutcome }},
 	{http.MethodGet, "/v1/blocks/{dimension}/{value}", true, func(s *Server) http.HandlerFunc { return s.handleBlockStatus }},
 	{http.MethodDelete, "/v1/blocks/{dimension}/{value}", true, func(s *Server) http.HandlerFunc { return s.handleUnblock }},
+	{http.MethodDelete, "/v1/devices/{account}", true, func(s *Server) http.HandlerFunc { return s.handleRevokeDevices }},
 }
 
 // Route is one route of the API, for the deployment's checks.

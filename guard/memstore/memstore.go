@@ -66,7 +66,11 @@ type state struct {
 	prev, next   *state  // the use order
 	c, e         int64   // fixed_window: count, window end
 	tat          int64   // token_bucket
-	ws, cur, prv int64   // sliding_window
+	ws, cur, prv int64   // sliding_window (and ratio: ws)
+	vc, vp       int64   // an elastic sliding_window's verified units
+	ca, cf       int64   // ratio: this window's attempts and failures
+	pa, pf       int64   // ratio: the previous window's
+	rv           int64   // devices: revoked at
 	z            []entry // sliding_log, concurrency, distinct: by score
 	l, s, x      int64   // lockout: locked until, strikes, strikes forgotten at
 	pending      int64   // units of takes in flight to the store (Begin)
@@ -164,9 +168,18 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 	now := s.clock().UnixMicro()
 	all := s.ops(ops, now)
 
-	allowed := true
+	allowed, trusted := true, false
 	for _, p := range all {
+		if p.Kind == guard.DeviceCheck {
+			trusted = p.At.UnixMicro() > p.st.rv && now < p.At.UnixMicro()+p.window
+			p.res = [6]int64{b2i(trusted)}
+			continue
+		}
 		if p.Kind != guard.Take && p.Kind != guard.Peek {
+			continue
+		}
+		if p.Cond != guard.Always && (p.Cond == guard.CondTrusted) != trusted {
+			p.res = [6]int64{3}
 			continue
 		}
 		if !allowed {
@@ -221,8 +234,14 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 			default:
 				p.res = [6]int64{1}
 			}
-		case guard.Refund, guard.Release:
-			p.refund(now)
+		case guard.Refund:
+			p.refund(now, true)
+			p.res = [6]int64{1}
+		case guard.Cancel, guard.Release:
+			p.refund(now, false)
+			p.res = [6]int64{1}
+		case guard.Revoke:
+			p.st.rv = now
 			p.res = [6]int64{1}
 		case guard.Unblock:
 			p.clear()
@@ -247,7 +266,7 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 	for i, p := range all {
 		r := p.res
 		out[i] = guard.OpResult{
-			Allowed: r[0] != 0, Skipped: r[0] == 2, Remaining: r[1], ResetAfter: us(r[2]), RetryAfter: us(r[3]),
+			Allowed: r[0] != 0, Skipped: r[0] == 2, Inapplicable: r[0] == 3, Remaining: r[1], ResetAfter: us(r[2]), RetryAfter: us(r[3]),
 			Locked: r[4] == 1, Taken: r[5], Now: t,
 		}
 	}
@@ -288,7 +307,7 @@ func (s *Store) end(all []*op, now int64) {
 	for _, p := range all {
 		if p.Kind == guard.Take && p.st.pending >= p.cost {
 			p.st.pending -= p.cost
-			p.refund(now)
+			p.refund(now, false)
 		}
 	}
 }
@@ -308,7 +327,7 @@ func (s *Store) Mirror(ops []guard.Op, res []guard.OpResult) {
 	s.end(all, now)
 	for i, p := range all {
 		r := res[i]
-		if r.Skipped {
+		if r.Skipped || r.Inapplicable {
 			continue
 		}
 		switch p.Kind {
@@ -357,7 +376,18 @@ func (p *op) mirror(r guard.OpResult, now int64) {
 	case guard.TokenBucket:
 		st.tat = now + p.period()*used
 	case guard.SlidingWindow:
-		st.ws, st.cur, st.prv = p.ws(now), used, 0
+		// an elastic rule's verified units are not told: the backstop
+		// holds it to its own limit
+		st.ws, st.cur, st.prv, st.vc, st.vp = p.ws(now), used, 0, 0, 0
+	case guard.Ratio:
+		// the counts behind a ratio are not told: a denial is kept as a
+		// window of failures only, an admission as a window of this
+		// process's attempts in flight
+		st.ws, st.pa, st.pf = p.ws(now), 0, 0
+		st.ca, st.cf = st.pending, st.pending
+		if !r.Allowed {
+			st.ca, st.cf = max(p.Spec.Min, 1)+st.pending, max(p.Spec.Min, 1)+st.pending
+		}
 	case guard.SlidingLog, guard.Concurrency, guard.Distinct:
 		score := now
 		if p.Spec.Algorithm == guard.Concurrency {
@@ -411,8 +441,11 @@ func (p *op) nextLockout(now int64) int64 {
 func (p *op) stateEnd(now int64) int64 {
 	st := p.st
 	end := max(st.e, st.tat, st.x, st.l)
-	if st.cur > 0 || st.prv > 0 {
+	if st.cur > 0 || st.prv > 0 || st.vc > 0 || st.vp > 0 || st.ca > 0 || st.pa > 0 {
 		end = max(end, st.ws+2*p.window)
+	}
+	if st.rv > 0 {
+		end = max(end, st.rv+p.window)
 	}
 	for _, e := range st.z {
 		switch p.Spec.Algorithm {
@@ -454,6 +487,10 @@ func (p *op) untake() {
 		}
 	case guard.SlidingWindow:
 		if cur, prev := p.swCounts(now); cur == 0 && prev == 0 {
+			p.res[2] = 0
+		}
+	case guard.Ratio:
+		if ca, _, pa, _ := p.rtCounts(now); ca == 0 && pa == 0 {
 			p.res[2] = 0
 		}
 	default:
@@ -509,6 +546,8 @@ func (p *op) alg(now, cost int64) (bool, int64, int64, int64) {
 		return p.tbCheck(now, cost)
 	case guard.SlidingWindow:
 		return p.swCheck(now, cost)
+	case guard.Ratio:
+		return p.rtCheck(now, cost)
 	case guard.SlidingLog:
 		return p.zCheck(now, cost, now-p.window, func(s int64) int64 { return s + p.window - now })
 	case guard.Concurrency:
@@ -538,6 +577,10 @@ func (p *op) commit(now, n int64) {
 		p.swRead(now)
 		st.cur += n
 		st.ws = p.ws(now)
+	case guard.Ratio:
+		p.rtRead(now)
+		st.ca += n
+		st.cf += n
 	case guard.SlidingLog:
 		p.prune(now - p.window)
 		for j := int64(1); j <= n; j++ {
@@ -556,7 +599,10 @@ func (p *op) commit(now, n int64) {
 	}
 }
 
-func (p *op) refund(now int64) {
+// refund gives back what a take counted: as a success (a ratio keeps the
+// attempt, an elastic rule counts the units verified), or else as if it
+// never happened.
+func (p *op) refund(now int64, success bool) {
 	st := p.st
 	switch p.Spec.Algorithm {
 	case guard.FixedWindow:
@@ -586,10 +632,29 @@ func (p *op) refund(now int64) {
 			st.cur = max(0, st.cur-p.cost)
 		case p.ws(now) - p.window:
 			st.prv = max(0, st.prv-p.cost)
-		default:
-			return
+		}
+		if p.Spec.Elastic > 0 && success {
+			st.vc += p.cost
 		}
 		st.ws = p.ws(now)
+	case guard.Ratio:
+		p.rtRead(now)
+		at := now
+		if !p.At.IsZero() {
+			at = p.At.UnixMicro()
+		}
+		switch at - mod(at, p.window) {
+		case p.ws(now):
+			st.cf = max(0, st.cf-p.cost)
+			if !success {
+				st.ca = max(0, st.ca-p.cost)
+			}
+		case p.ws(now) - p.window:
+			st.pf = max(0, st.pf-p.cost)
+			if !success {
+				st.pa = max(0, st.pa-p.cost)
+			}
+		}
 	case guard.SlidingLog, guard.Concurrency:
 		for j := int64(1); j <= p.cost; j++ {
 			p.zrem(p.Member + ":" + strconv.FormatInt(j, 10))
@@ -602,6 +667,7 @@ func (p *op) refund(now int64) {
 func (p *op) clear() {
 	st := p.st
 	st.c, st.e, st.tat, st.ws, st.cur, st.prv, st.z = 0, 0, 0, 0, 0, 0, nil
+	st.vc, st.vp, st.ca, st.cf, st.pa, st.pf = 0, 0, 0, 0, 0, 0
 }
 
 func (p *op) fwCheck(now, cost int64) (bool, int64, int64, int64) {
@@ -647,17 +713,99 @@ func (p *op) tbCommit(now, n int64) {
 
 func (p *op) ws(now int64) int64 { return now - mod(now, p.window) }
 
-// swRead brings cur and prev to the window of now.
+// swRead brings cur and prev (and the verified units) to the window of
+// now.
 func (p *op) swRead(now int64) {
 	st, ws := p.st, p.ws(now)
 	switch st.ws {
 	case ws:
 	case ws - p.window:
-		st.cur, st.prv = 0, st.cur
+		st.cur, st.prv, st.vc, st.vp = 0, st.cur, 0, st.vc
 	default:
-		st.cur, st.prv = 0, 0
+		st.cur, st.prv, st.vc, st.vp = 0, 0, 0, 0
 	}
 	st.ws = ws
+}
+
+// swLimit is the rule's limit, or an elastic rule's: max(limit, ratio ×
+// the verified units in the sliding window), as the Lua library has it.
+func (p *op) swLimit(now int64) int64 {
+	if p.Spec.Elastic == 0 {
+		return p.limit
+	}
+	var vc, vp int64
+	switch ws := p.ws(now); p.st.ws {
+	case ws:
+		vc, vp = p.st.vc, p.st.vp
+	case ws - p.window:
+		vp = p.st.vc
+	}
+	s := float64(vc) + float64(vp)*float64(p.window-(now-p.ws(now)))/float64(p.window)
+	return max(p.limit, int64(math.Floor(p.Spec.Elastic*s)))
+}
+
+// rtRead brings a ratio's counts to the window of now.
+func (p *op) rtRead(now int64) {
+	st, ws := p.st, p.ws(now)
+	switch st.ws {
+	case ws:
+	case ws - p.window:
+		st.ca, st.cf, st.pa, st.pf = 0, 0, st.ca, st.cf
+	default:
+		st.ca, st.cf, st.pa, st.pf = 0, 0, 0, 0
+	}
+	st.ws = ws
+}
+
+// rtCounts are a ratio's counts at now.
+func (p *op) rtCounts(now int64) (ca, cf, pa, pf int64) {
+	switch ws := p.ws(now); p.st.ws {
+	case ws:
+		return p.st.ca, p.st.cf, p.st.pa, p.st.pf
+	case ws - p.window:
+		return 0, 0, p.st.ca, p.st.cf
+	}
+	return 0, 0, 0, 0
+}
+
+// rtCheck is the ratio algorithm, in floating point as the Lua library
+// computes it (rt_room, rt_retry).
+func (p *op) rtCheck(now, cost int64) (bool, int64, int64, int64) {
+	ca, cf, pa, pf := p.rtCounts(now)
+	ws := p.ws(now)
+	elapsed := now - ws
+	win, el := float64(p.window), float64(elapsed)
+	wt := (win - el) / win
+	a, f := float64(ca)+float64(pa)*wt, float64(cf)+float64(pf)*wt
+	r, mn := float64(p.limit)/100, float64(p.Spec.Min)
+	x := math.Max(mn-a, (r*a-f)/(1-r))
+	if x > float64(cost-1) {
+		return true, int64(math.Max(0, math.Ceil(x)-float64(cost))), ws + 2*p.window - now, 0
+	}
+	var reset int64
+	if ca > 0 {
+		reset = ws + 2*p.window - now
+	} else if pa > 0 {
+		reset = ws + p.window - now
+	}
+	fca, fcf, fpa, fpf := float64(ca), float64(cf), float64(pa), float64(pf)
+	T := -1.0
+	if pa > 0 {
+		T = (mn - fca) / fpa
+	}
+	if e := r*fpa - fpf; e < 0 {
+		if tb := (fcf - r*fca) / e; tb > T {
+			T = tb
+		}
+	}
+	if T > 0 && T <= wt {
+		return false, 0, reset, int64(math.Floor(win-el-T*win)) + 1
+	}
+	if ca <= 0 {
+		return false, 0, reset, p.window - elapsed
+	}
+	t := (win - el) + math.Floor(win-(mn/fca)*win) + 1
+	return false, 0, reset, min(int64(t), 2*p.window-elapsed)
 }
 
 // swCounts are the current and previous windows' counts at now.
@@ -672,7 +820,7 @@ func (p *op) swCounts(now int64) (cur, prev int64) {
 }
 
 func (p *op) swCheck(now, cost int64) (bool, int64, int64, int64) {
-	win := p.window
+	win, limit := p.window, p.swLimit(now)
 	ws := p.ws(now)
 	cur, prev := p.swCounts(now)
 	elapsed := now - ws
@@ -689,21 +837,21 @@ func (p *op) swCheck(now, cost int64) (bool, int64, int64, int64) {
 		e := int64(math.Ceil(float64(win) - float64(need)*float64(win)/float64(n)))
 		return min(max(e, 0), win)
 	}
-	if est+cost <= p.limit {
-		return true, p.limit - est - cost, ws + 2*win - now, 0
+	if est+cost <= limit {
+		return true, limit - est - cost, ws + 2*win - now, 0
 	}
 	var reset, retry int64
-	if cur+cost > p.limit {
-		retry = (win - elapsed) + decay(cur, p.limit-cost)
+	if cur+cost > limit {
+		retry = (win - elapsed) + decay(cur, limit-cost)
 	} else {
-		retry = max(1, decay(prev, p.limit-cost-cur)-elapsed)
+		retry = max(1, decay(prev, limit-cost-cur)-elapsed)
 	}
 	if cur > 0 {
 		reset = ws + 2*win - now
 	} else if prev > 0 {
 		reset = ws + win - now
 	}
-	return false, max(0, p.limit-est), reset, retry
+	return false, max(0, limit-est), reset, retry
 }
 
 // The sorted sets: z is kept ordered by (score, member), as Redis does.

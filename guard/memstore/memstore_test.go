@@ -33,8 +33,25 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 		{ID: "pf", Algorithm: guard.FixedWindow, Limit: 5, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second},
 		{ID: "pt", Algorithm: guard.TokenBucket, Limit: 3, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second, Lockout: lockout},
 		{ID: "ps", Algorithm: guard.SlidingWindow, Limit: 4, Window: w, Enforce: false, Packed: true, PackTTL: 30 * time.Second},
+		// ratios and elastic limits, on their own keys and packed
+		{ID: "rt", Algorithm: guard.Ratio, Limit: 60, Min: 3, Window: w, Enforce: true},
+		{ID: "pr", Algorithm: guard.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second},
+		{ID: "el", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true, Elastic: 0.5},
+		{ID: "pe", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second, Elastic: 1.5},
 	}
+	// an account's device tokens: 20s of life
+	devices := &guard.Spec{ID: "dv", Algorithm: guard.Devices, Window: 20 * time.Second}
 	tags := []string{"AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"}
+	// what the steps covered: a comparison of nothing proves nothing
+	counts := map[string]int{}
+	defer func() {
+		for _, want := range []string{"t ratio false false", "t ratio true false", "t sliding_window true true",
+			"r sliding_window true false", "c ratio true false", "r ratio true false", "d devices true false", "d devices false false", "D devices true false"} {
+			if counts[want] == 0 && !t.Failed() {
+				t.Errorf("no step was %q (kind, algorithm, allowed, inapplicable): the comparison does not cover it", want)
+			}
+		}
+	}()
 
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -65,6 +82,15 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 					srv.FastForward(d)
 				}
 				var batch []guard.Op
+				device := rng.IntN(4) == 0
+				if device {
+					// a device check first: a token issued up to 30s ago
+					// (some expired), of an account revoked now and then
+					at := now.Add(-time.Duration(rng.IntN(300)) * 100 * time.Millisecond)
+					batch = append(batch, guard.Op{Kind: guard.DeviceCheck, Spec: devices, Tag: tags[rng.IntN(len(tags))], Cost: 1, At: at})
+				} else if rng.IntN(15) == 0 {
+					batch = append(batch, guard.Op{Kind: guard.Revoke, Spec: devices, Tag: tags[rng.IntN(len(tags))], Cost: 1})
+				}
 				for range 1 + rng.IntN(3) {
 					s := specs[rng.IntN(len(specs))]
 					op := guard.Op{Spec: s, Tag: tags[rng.IntN(len(tags))], Cost: 1}
@@ -84,7 +110,10 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 					case k < 17 && len(takes) > 0:
 						tk := takes[rng.IntN(len(takes))]
 						op = tk.op
-						op.Kind, op.Cost, op.Extra, op.At = guard.Refund, max(tk.n, 1), 0, tk.at
+						op.Kind, op.Cost, op.Extra, op.At, op.Cond = guard.Refund, max(tk.n, 1), 0, tk.at, guard.Always
+						if rng.IntN(2) == 0 {
+							op.Kind = guard.Cancel
+						}
 						if op.Spec.Algorithm == guard.Concurrency {
 							op.Kind = guard.Release
 						}
@@ -110,10 +139,14 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 					if op.Kind == guard.Strike && op.Spec.Lockout == nil && rng.IntN(2) == 0 {
 						op.Kind = guard.Take
 					}
+					if device && (op.Kind == guard.Take || op.Kind == guard.Peek) {
+						op.Cond = guard.Cond(rng.IntN(3))
+					}
 					// one op per rule state in a batch, as the guard makes them
 					dup := false
 					for _, b := range batch {
-						dup = dup || (b.Spec == op.Spec && b.Tag == op.Tag)
+						// (a T and a U op of one state: only one of them applies)
+						dup = dup || (b.Spec == op.Spec && b.Tag == op.Tag && (b.Cond == op.Cond || b.Cond == guard.Always || op.Cond == guard.Always))
 					}
 					if !dup {
 						batch = append(batch, op)
@@ -135,6 +168,7 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 							step, i, batch[i].Kind, batch[i].Spec.Algorithm, batch[i].Spec.Packed, batch[i].Tag[0], batch[i].Cost,
 							batch[i].Extra, batch[i].Member, w, g)
 					}
+					counts[fmt.Sprint(batch[i].Kind, " ", batch[i].Spec.Algorithm, " ", want[i].Allowed, " ", want[i].Inapplicable)]++
 					if batch[i].Kind == guard.Take && want[i].Taken > 0 {
 						takes = append(takes, taken{batch[i], want[i].Taken, want[i].Now})
 					}

@@ -60,13 +60,25 @@ func (c Check) String() string {
 
 // Store keeps pending codes. The redisstore package implements it.
 type Store interface {
-	// Put stores digest under key for ttl, replacing any earlier code and
+	// Put stores digest under key for ttl, with the send's receipt (see
+	// guard.Guard.Receipt; may be empty), replacing any earlier code and
 	// its attempt count.
-	Put(ctx context.Context, key, digest string, ttl time.Duration) error
+	Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) error
 	// Check compares digest with the code under key, atomically: a match
 	// deletes the code; a mismatch counts an attempt and deletes the code
-	// at maxAttempts. It returns the store's clock.
-	Check(ctx context.Context, key, digest string, maxAttempts int) (Check, time.Time, error)
+	// at maxAttempts. It returns the store's clock and, when approved,
+	// the receipt stored with the code.
+	Check(ctx context.Context, key, digest string, maxAttempts int) (Verdict, error)
+}
+
+// Verdict is a code check's answer.
+type Verdict struct {
+	Check Check
+	// At is the store's clock.
+	At time.Time
+	// Receipt is, for an approved code, the receipt of the send that
+	// issued it: settle it as a success.
+	Receipt string
 }
 
 // Codes issues and checks codes.
@@ -97,8 +109,9 @@ func (c *Codes) TTL() time.Duration { return c.ttl }
 // Length is the number of digits of a code.
 func (c *Codes) Length() int { return c.length }
 
-// Issue draws a new code for (d, purpose), stores its hash and returns it.
-func (c *Codes) Issue(ctx context.Context, d guard.Destination, purpose string) (string, error) {
+// Issue draws a new code for (d, purpose), stores its hash with receipt
+// (the send's, for the verify that approves it) and returns it.
+func (c *Codes) Issue(ctx context.Context, d guard.Destination, purpose, receipt string) (string, error) {
 	code, err := Generate(c.length)
 	if err != nil {
 		return "", err
@@ -106,22 +119,22 @@ func (c *Codes) Issue(ctx context.Context, d guard.Destination, purpose string) 
 	key, digest := c.keyDigest(d, purpose, code)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := c.store.Put(ctx, key, digest, c.ttl); err != nil {
+	if err := c.store.Put(ctx, key, digest, c.ttl, receipt); err != nil {
 		return "", fmt.Errorf("store code: %w", err)
 	}
 	return code, nil
 }
 
-// Verify checks code for (d, purpose) and returns the store's clock.
-func (c *Codes) Verify(ctx context.Context, d guard.Destination, purpose, code string) (Check, time.Time, error) {
+// Verify checks code for (d, purpose).
+func (c *Codes) Verify(ctx context.Context, d guard.Destination, purpose, code string) (Verdict, error) {
 	key, digest := c.keyDigest(d, purpose, code)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	res, now, err := c.store.Check(ctx, key, digest, c.maxAttempts)
+	v, err := c.store.Check(ctx, key, digest, c.maxAttempts)
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("check code: %w", err)
+		return Verdict{}, fmt.Errorf("check code: %w", err)
 	}
-	return res, now, nil
+	return v, nil
 }
 
 // keyDigest returns the store key of (d, purpose) and the keyed hash of

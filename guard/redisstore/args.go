@@ -17,6 +17,7 @@ import (
 //	og:{tag}ID      a rule's own key (ID: two characters), 28 bytes in all,
 //	                the largest that fits Redis's 32-byte key allocation
 //	og:{tag}ID:l    its lockout hash, when it has a lockout and is not packed
+//	og:{tag}dv      an account's device-token revocation time
 //	og:{tag}:otp    a pending verification code (the otp package's tag)
 const keyPrefix = "og:{"
 
@@ -29,9 +30,10 @@ func stateKey(op *guard.Op) string {
 
 // The per-op arguments, in the order otpguard.lua names them: SPEC, DYN.
 // SPEC is a rule's unchanging arguments in one string,
-// "alg|limit|window|enforce|field|ttl|lock", encoded once per Spec here and
-// parsed once per node there; DYN the op's own, "kind|cost|extra|member|at",
-// or the kind alone when the others are 1, 0, "", 0 (most takes).
+// "alg|limit|window|enforce|field|ttl|lock|min|elastic", encoded once per Spec here and
+// parsed once per node there; DYN the op's own, "kind|cost|extra|member|at"
+// (kind: the letter and its device condition, T or U, if any), or the
+// kind alone when the others are 1, 0, "", 0 (most takes).
 const argsPerOp = 2
 
 // static is a Spec's unchanging argument, boxed once.
@@ -41,7 +43,7 @@ type static struct {
 
 var algCode = map[guard.Algorithm]string{
 	guard.FixedWindow: "fw", guard.TokenBucket: "tb", guard.SlidingWindow: "sw",
-	guard.SlidingLog: "sl", guard.Concurrency: "cc", guard.Distinct: "ds",
+	guard.SlidingLog: "sl", guard.Concurrency: "cc", guard.Distinct: "ds", guard.Ratio: "rt", guard.Devices: "dv",
 }
 
 // statics caches the encoding of each Spec. A config refresh makes new
@@ -71,7 +73,14 @@ func staticOf(s *guard.Spec) *static {
 	if l := s.Lockout; l != nil {
 		lock = us(l.Initial) + " " + strconv.FormatFloat(l.Factor, 'f', -1, 64) + " " + us(l.Max) + " " + us(l.Reset)
 	}
-	st = &static{spec: algCode[s.Algorithm] + "|" + strconv.FormatInt(s.Limit, 10) + "|" + us(s.Window) + "|" + enforce + "|" + field + "|" + ttl + "|" + lock}
+	mn, elastic := "", ""
+	if s.Min > 0 {
+		mn = strconv.FormatInt(s.Min, 10)
+	}
+	if s.Elastic > 0 {
+		elastic = strconv.FormatFloat(s.Elastic, 'g', -1, 64)
+	}
+	st = &static{spec: algCode[s.Algorithm] + "|" + strconv.FormatInt(s.Limit, 10) + "|" + us(s.Window) + "|" + enforce + "|" + field + "|" + ttl + "|" + lock + "|" + mn + "|" + elastic}
 	statics.Lock()
 	if statics.m == nil || len(statics.m) >= maxStatics {
 		statics.m = map[*guard.Spec]*static{}
@@ -81,11 +90,16 @@ func staticOf(s *guard.Spec) *static {
 	return st
 }
 
-var kindArgs = map[guard.OpKind]any{}
+// kindArgs boxes each (kind, condition)'s short argument once.
+var kindArgs = map[guard.OpKind][3]any{}
+
+// condLetter is how the library reads an op's device condition.
+var condLetter = [3]string{guard.Always: "", guard.CondTrusted: "T", guard.CondUntrusted: "U"}
 
 func init() {
-	for _, k := range []guard.OpKind{guard.Take, guard.Peek, guard.Strike, guard.Refund, guard.Unblock, guard.Release, guard.Reserve} {
-		kindArgs[k] = string(k)
+	for _, k := range []guard.OpKind{guard.Take, guard.Peek, guard.Strike, guard.Refund, guard.Cancel, guard.Unblock,
+		guard.Release, guard.Reserve, guard.DeviceCheck, guard.Revoke} {
+		kindArgs[k] = [3]any{string(k), string(k) + "T", string(k) + "U"}
 	}
 }
 
@@ -105,8 +119,8 @@ func appendOp(keys []string, args []any, op *guard.Op) ([]string, []any) {
 		at = op.At.UnixMicro()
 	}
 	if op.Cost == 1 && op.Extra == 0 && op.Member == "" && at == 0 {
-		return keys, append(args, st.spec, kindArgs[op.Kind])
+		return keys, append(args, st.spec, kindArgs[op.Kind][op.Cond])
 	}
-	dyn := string(op.Kind) + "|" + strconv.FormatInt(op.Cost, 10) + "|" + strconv.FormatInt(op.Extra, 10) + "|" + op.Member + "|" + strconv.FormatInt(at, 10)
+	dyn := string(op.Kind) + condLetter[op.Cond] + "|" + strconv.FormatInt(op.Cost, 10) + "|" + strconv.FormatInt(op.Extra, 10) + "|" + op.Member + "|" + strconv.FormatInt(at, 10)
 	return keys, append(args, st.spec, dyn)
 }

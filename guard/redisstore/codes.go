@@ -21,25 +21,26 @@ func NewCodes(rdb Client) *Codes { return &Codes{rdb: rdb} }
 var _ otp.Store = (*Codes)(nil)
 
 // Put implements otp.Store.
-func (c *Codes) Put(ctx context.Context, key, digest string, ttl time.Duration) error {
-	_, err := lib().call(ctx, c.rdb, entryCodePut, []string{key}, []any{digest, ttl.Milliseconds()})
+func (c *Codes) Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) error {
+	_, err := lib().call(ctx, c.rdb, entryCodePut, []string{key}, []any{digest, ttl.Milliseconds(), receipt})
 	return err
 }
 
 // Check implements otp.Store.
-func (c *Codes) Check(ctx context.Context, key, digest string, maxAttempts int) (otp.Check, time.Time, error) {
+func (c *Codes) Check(ctx context.Context, key, digest string, maxAttempts int) (otp.Verdict, error) {
 	v, err := lib().call(ctx, c.rdb, entryCodeCheck, []string{key}, []any{digest, maxAttempts})
 	if err != nil {
-		return 0, time.Time{}, err
+		return otp.Verdict{}, err
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
-		return 0, time.Time{}, storeErr(fmt.Errorf("unexpected reply %v", v))
+	if !ok || len(a) != 3 {
+		return otp.Verdict{}, storeErr(fmt.Errorf("unexpected reply %v", v))
 	}
 	outcome, ok1 := a[0].(int64)
 	now, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || outcome < 1 || outcome > 4 {
-		return 0, time.Time{}, storeErr(fmt.Errorf("unexpected reply %v", v))
+	receipt, ok3 := a[2].(string)
+	if !ok1 || !ok2 || !ok3 || outcome < 1 || outcome > 4 {
+		return otp.Verdict{}, storeErr(fmt.Errorf("unexpected reply %v", v))
 	}
-	return otp.Check(outcome), time.UnixMicro(now), nil
+	return otp.Verdict{Check: otp.Check(outcome), At: time.UnixMicro(now), Receipt: receipt}, nil
 }

@@ -35,6 +35,9 @@ const everyRule = `
   - {name: ds, action: all, key: [ip], of: account, limit: 50, window: 1h, algorithm: distinct, count: failures}
   - {name: lock, action: all, key: [account, ip], limit: 2, window: 15m, count: failures, resetOnSuccess: true,
      lockout: {initial: 1m, factor: 2, max: 1h}}
+  - {name: rt, action: all, key: [ip/24], algorithm: ratio, limit: 80%, min: 3, window: 1h}
+  - {name: el, action: all, key: [ip/16], algorithm: sliding_window, count: failures, limit: 5, window: 1h, elastic: {ratio: 20%}}
+  - {name: dv, action: all, key: [account, device], limit: 50, window: 1h, when: {device: untrusted}}
 `
 
 // exercise runs every entry of the library and every op kind on rdb, as
@@ -57,9 +60,20 @@ func exercise(t *testing.T, rdb redis.UniversalClient, lost func()) {
 		if _, err := g.Settle(ctx, req, d, o); err != nil {
 			t.Fatalf("settle %d: %v", i, err)
 		}
+		if err := g.SettleReceipt(ctx, g.Receipt(d), guard.Success); err != nil {
+			t.Fatalf("settle a receipt %d: %v", i, err)
+		}
+		tok, err := g.DeviceToken(req.Subject.Account, "", d.At)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Device = tok
 		if err := g.Release(ctx, req, d.Lease); err != nil {
 			t.Fatalf("release %d: %v", i, err)
 		}
+	}
+	if err := g.RevokeDevices(ctx, req.Subject.Account); err != nil {
+		t.Fatalf("revoke devices: %v", err)
 	}
 	for _, dim := range []string{"destination", "ip", "account"} {
 		if _, err := g.Status(ctx, dim, req.Subject); err != nil {
@@ -81,12 +95,13 @@ func exercise(t *testing.T, rdb redis.UniversalClient, lost func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, err := codes.Issue(ctx, req.Subject.Destination, "login")
+	const receipt = "sms-per-prefix,AAAAAAAAAAAAAAAAAAAAAA,1893456000000000,1"
+	code, err := codes.Issue(ctx, req.Subject.Destination, "login", receipt)
 	if err != nil {
 		t.Fatalf("issue a code: %v", err)
 	}
-	if c, _, err := codes.Verify(ctx, req.Subject.Destination, "login", code); err != nil || c != otp.Approved {
-		t.Fatalf("verify the code: %v, %v", c, err)
+	if v, err := codes.Verify(ctx, req.Subject.Destination, "login", code); err != nil || v.Check != otp.Approved || v.Receipt != receipt {
+		t.Fatalf("verify the code: %+v, %v", v, err)
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatalf("ping (the health check): %v", err)

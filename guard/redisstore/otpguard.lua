@@ -271,10 +271,25 @@ A.sw = {
     op.cur, op.prev = 0, 0
     if w == idx then op.cur, op.prev = c, hget(op.key, op.f .. 'p') or 0
     elseif w == idx - 1 then op.prev = c end
+    if op.elastic then
+      local v = hget(op.key, op.f .. 'v') or 0
+      op.vc, op.vp = 0, 0
+      if w == idx then op.vc, op.vp = v, hget(op.key, op.f .. 'q') or 0
+      elseif w == idx - 1 then op.vp = v end
+    end
+  end,
+  -- limit is the rule's limit, or for an elastic rule (its successes
+  -- counted in v and q) max(limit, ratio x the successes in the sliding
+  -- window, weighted as the count is)
+  limit = function(op)
+    if not op.elastic then return op.limit end
+    local win = op.window
+    local s = op.vc + op.vp * (win - (now - op.ws)) / win
+    return max(op.limit, floor(op.elastic * s))
   end,
   check = function(op, cost)
     A.sw.read(op)
-    local win, limit = op.window, op.limit
+    local win, limit = op.window, A.sw.limit(op)
     local elapsed = now - op.ws
     local est = op.cur + ceil(op.prev * (win - elapsed) / win)
     -- the smallest e (µs from a window's start) after which
@@ -302,6 +317,10 @@ A.sw = {
     hput(op.key, op.f .. 'w', op.ws / op.window, ttl)
     hput(op.key, op.f .. 'c', cur, ttl)
     hput(op.key, op.f .. 'p', op.prev, ttl)
+    if op.elastic then
+      hput(op.key, op.f .. 'v', op.vc, ttl)
+      hput(op.key, op.f .. 'q', op.vp, ttl)
+    end
   end,
   commit = function(op, n)
     op.cur = op.cur + n
@@ -312,17 +331,119 @@ A.sw = {
     local at = op.at
     if at == 0 then at = now end
     local ws = at - mod(at, op.window)
+    local hit = true
     if ws == op.ws then
       op.cur = max(0, op.cur - op.cost)
     elseif ws == op.ws - op.window then
       op.prev = max(0, op.prev - op.cost)
     else
-      return
+      hit = false
     end
-    A.sw.put(op, op.cur)
+    -- a success (a refund, not a cancel) counts now among an elastic
+    -- rule's verified units
+    if op.elastic and op.kind == 'r' then op.vc, hit = op.vc + op.cost, true end
+    if hit then A.sw.put(op, op.cur) end
   end,
   clear = function(op)
-    for _, s in ipairs({'w', 'c', 'p'}) do hput(op.key, op.f .. s, false) end
+    for _, s in ipairs({'w', 'c', 'p', 'v', 'q'}) do hput(op.key, op.f .. s, false) end
+  end,
+}
+
+-- ratio: attempts and failures over a sliding window, as sliding_window
+-- counts (two windows aligned on multiples of the window, the previous
+-- one weighted by the part still inside), in floating point. Fields <id>w
+-- (the window's number), <id>a, <id>f (this window's attempts and
+-- failures), <id>b, <id>g (the previous window's). A take counts an
+-- attempt and a failure; a refund (a success) gives back the failure; a
+-- cancel gives back both. It denies while attempts >= min and failures
+-- >= limit% of attempts; remaining is how many more failed attempts it
+-- admits.
+local function rt_room(a, f, r, mn, cost)
+  -- the k >= 0 admitted are those with a + k < mn or f + k < r (a + k)
+  local x = max(mn - a, (r * a - f) / (1 - r))
+  return max(0, ceil(x) - cost), x > cost - 1
+end
+
+-- rt_retry is when an attempt is admitted again (µs from now): the
+-- weight of the previous window falls until one of the two conditions
+-- lifts; failing that, this window's counts decay in the next one until
+-- there are fewer than min attempts.
+local function rt_retry(op, elapsed)
+  local win, r, mn = op.window, op.limit / 100, op.min
+  local wt = (win - elapsed) / win
+  local T = -1
+  if op.pa > 0 then T = (mn - op.ca) / op.pa end
+  local E = r * op.pa - op.pf
+  if E < 0 then
+    local tb = (op.cf - r * op.ca) / E
+    if tb > T then T = tb end
+  end
+  if T > 0 and T <= wt then
+    return floor(win - elapsed - T * win) + 1
+  end
+  if op.ca <= 0 then return win - elapsed end
+  local t = (win - elapsed) + floor(win - (mn / op.ca) * win) + 1
+  return min(t, 2 * win - elapsed)
+end
+
+A.rt = {
+  read = function(op)
+    local win = op.window
+    op.ws = now - mod(now, win)
+    local w = hget(op.key, op.f .. 'w') or -1
+    local idx = op.ws / win
+    op.ca, op.cf, op.pa, op.pf = 0, 0, 0, 0
+    if w == idx then
+      op.ca, op.cf = hget(op.key, op.f .. 'a') or 0, hget(op.key, op.f .. 'f') or 0
+      op.pa, op.pf = hget(op.key, op.f .. 'b') or 0, hget(op.key, op.f .. 'g') or 0
+    elseif w == idx - 1 then
+      op.pa, op.pf = hget(op.key, op.f .. 'a') or 0, hget(op.key, op.f .. 'f') or 0
+    end
+  end,
+  check = function(op, cost)
+    A.rt.read(op)
+    local win = op.window
+    local elapsed = now - op.ws
+    local wt = (win - elapsed) / win
+    local a, f = op.ca + op.pa * wt, op.cf + op.pf * wt
+    local rem, ok = rt_room(a, f, op.limit / 100, op.min, cost)
+    if ok then return true, rem, op.ws + 2 * win - now, 0 end
+    local reset = 0
+    if op.ca > 0 then reset = op.ws + 2 * win - now elseif op.pa > 0 then reset = op.ws + win - now end
+    return false, 0, reset, rt_retry(op, elapsed)
+  end,
+  put = function(op)
+    local ttl = op.ttl
+    if not op.packed then ttl = op.ws + 2 * op.window - now end
+    hput(op.key, op.f .. 'w', op.ws / op.window, ttl)
+    hput(op.key, op.f .. 'a', op.ca, ttl)
+    hput(op.key, op.f .. 'f', op.cf, ttl)
+    hput(op.key, op.f .. 'b', op.pa, ttl)
+    hput(op.key, op.f .. 'g', op.pf, ttl)
+  end,
+  commit = function(op, n)
+    op.ca, op.cf = op.ca + n, op.cf + n
+    A.rt.put(op)
+  end,
+  refund = function(op)
+    A.rt.read(op)
+    local at = op.at
+    if at == 0 then at = now end
+    local ws = at - mod(at, op.window)
+    local both = op.kind ~= 'r' -- a cancel: the attempt never happened
+    if ws == op.ws then
+      op.cf = max(0, op.cf - op.cost)
+      if both then op.ca = max(0, op.ca - op.cost) end
+    elseif ws == op.ws - op.window then
+      op.pf = max(0, op.pf - op.cost)
+      if both then op.pa = max(0, op.pa - op.cost) end
+    else
+      return
+    end
+    A.rt.put(op)
+  end,
+  clear = function(op)
+    for _, s in ipairs({'w', 'a', 'f', 'b', 'g'}) do hput(op.key, op.f .. s, false) end
   end,
 }
 
@@ -468,17 +589,18 @@ local SPEC, DYN = 1, 2
 local NA = 2
 
 -- A rule's unchanging arguments come as one string,
--- "alg|limit|window|enforce|field|ttl|lock" (lock: "initial factor max
--- reset" or empty), parsed once: a FUNCTION library keeps SPECS from call
+-- "alg|limit|window|enforce|field|ttl|lock|min|elastic" (lock: "initial
+-- factor max reset" or empty; min: the ratio's; elastic: the ratio of
+-- successes an elastic limit follows, or empty), parsed once: a FUNCTION library keeps SPECS from call
 -- to call (bounded), a script call parses each spec it sees once.
 local SPECS, NSPECS = {}, 0
 
 local function spec(s)
   local sp = SPECS[s]
   if sp then return sp end
-  local alg, limit, window, enforce, f, ttl, lock = string.match(s, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local alg, limit, window, enforce, f, ttl, lock, mn, el = string.match(s, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
   sp = {alg = alg, limit = tonumber(limit), window = tonumber(window), enforce = enforce == '1', f = f,
-    ttl = tonumber(ttl), packed = f ~= ''}
+    ttl = tonumber(ttl), packed = f ~= '', min = tonumber(mn) or 0, elastic = tonumber(el)}
   if lock ~= '' then
     local l, j = {}, 1
     for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
@@ -511,14 +633,16 @@ local function parse(keys, args)
     if not op then op = {c = 0, e = 0, fresh = false}; ops[i] = op end
     setmetatable(op, sp.mt)
     -- DYN: the op's own arguments, "kind|cost|extra|member|at", or the
-    -- kind alone for the common case (cost 1, no extra, member or at)
+    -- kind alone for the common case (cost 1, no extra, member or at).
+    -- The kind is a letter, then T or U for a take or peek that applies
+    -- only when the batch's device is trusted (T) or untrusted (U).
     local d = args[b + DYN]
-    if #d == 1 then
-      op.kind, op.cost, op.extra, op.member, op.at = d, 1, 0, '', 0
+    if #d <= 2 then
+      op.kind, op.cond, op.cost, op.extra, op.member, op.at = string.sub(d, 1, 1), string.sub(d, 2), 1, 0, '', 0
     else
-      local kind, cost, extra, member, at = string.match(d, '^(%a)|(%d+)|(%d+)|([^|]*)|(%d+)$')
+      local kind, cond, cost, extra, member, at = string.match(d, '^(%a)(%a?)|(%d+)|(%d+)|([^|]*)|(%d+)$')
       if not kind then return nil, 'otpguard: bad op arguments ' .. d end
-      op.kind, op.cost, op.extra, op.member, op.at = kind, tonumber(cost), tonumber(extra), member, tonumber(at)
+      op.kind, op.cond, op.cost, op.extra, op.member, op.at = kind, cond, tonumber(cost), tonumber(extra), member, tonumber(at)
     end
     op.key, op.held, op.seen, op.count = keys[k], 0, false, nil
     k = k + 1
@@ -548,8 +672,21 @@ local function check(op, cost)
   return ok, rem, reset, retry, false
 end
 
+---------------------------------------------------------------------------
+-- Devices. An account's device tokens are revoked by the time at its key
+-- og:{tag}dv (µs, its TTL the tokens' lifetime): a token issued at AT is
+-- trusted while AT is after that time and now is before AT + lifetime
+-- (the spec's window). A batch's device op ('d') comes first; the takes
+-- and peeks marked T or U after it apply only when it trusted (T) or did
+-- not (U). 'D' revokes (SET the time now).
+
+local function device_trusted(op)
+  local rv = tonumber(redis.call('GET', op.key) or 0) or 0
+  return op.at > rv and now < op.at + op.window
+end
+
 -- The reply: {batch allowed, now, then 6 fields per op: allowed (0, 1;
--- 2 = skipped), remaining, reset, retry, locked (0/1), taken}. It is
+-- 2 = skipped; 3 = not applicable: its device condition failed), remaining, reset, retry, locked (0/1), taken}. It is
 -- written in place: op i's fields are out[j + 1] .. out[j + 6], j = 2 +
 -- 6 (i - 1), all of them set in order first (a hole would end the reply).
 
@@ -565,6 +702,8 @@ local function untake(op, out, j)
     if op.e > 0 then out[j + 3] = min(op.e - now, op.window) else out[j + 3] = 0 end
   elseif alg == 'sw' then
     if op.cur == 0 and op.prev == 0 then out[j + 3] = 0 end
+  elseif alg == 'rt' then
+    if op.ca == 0 and op.pa == 0 then out[j + 3] = 0 end
   elseif not op.seen and (op.count or 0) == 0 then
     out[j + 3] = 0
   end
@@ -579,11 +718,16 @@ local function batch(keys, args)
   local out = {0, now}
 
   -- Check the takes and peeks; stop at the first enforcing denial.
-  local allowed = true
+  local allowed, trusted = true, false
   for i = 1, n do
     local op, j = ops[i], 2 + 6 * (i - 1)
     out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, 0, 0, 0, 0, 0
-    if op.kind == 't' or op.kind == 'p' then
+    if op.kind == 'd' then
+      trusted = device_trusted(op)
+      if not trusted then out[j + 1] = 0 end
+    elseif op.cond ~= '' and (op.kind == 't' or op.kind == 'p') and (op.cond == 'T') ~= trusted then
+      out[j + 1] = 3
+    elseif op.kind == 't' or op.kind == 'p' then
       if not allowed then
         out[j + 1] = 2
       else
@@ -637,8 +781,12 @@ local function batch(keys, args)
         alg.clear(op) -- the attempts after the lockout count afresh
         out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, 0, d, d, 1, 0
       end
-    elseif kind == 'r' or kind == 'l' then
+    elseif kind == 'r' or kind == 'l' or kind == 'c' then
       alg.refund(op)
+    elseif kind == 'd' then
+      -- read in the first pass
+    elseif kind == 'D' then
+      redis.call('SET', op.key, fmt(now), 'PX', ms(op.window))
     elseif kind == 'u' then
       alg.clear(op)
       unlock(op)
@@ -669,35 +817,43 @@ end
 
 ---------------------------------------------------------------------------
 -- Verification codes: one hash per (destination, purpose): h (the keyed
--- digest of the code, bound to the address it was sent to) and n (wrong
--- attempts).
+-- digest of the code, bound to the address it was sent to), n (wrong
+-- attempts) and r (the send's receipt: what the verify that approves the
+-- code settles as a success; keyed hashes and numbers).
 
 -- code_put: KEYS[1] the code key; ARGV: the time (unused), digest, TTL in
--- ms. Replaces any earlier code and its attempt count.
+-- ms, receipt (may be empty). Replaces any earlier code and its attempt
+-- count.
 local function code_put(keys, args)
   redis.call('DEL', keys[1])
-  redis.call('HSET', keys[1], 'h', args[2], 'n', 0)
+  if args[4] and args[4] ~= '' then
+    redis.call('HSET', keys[1], 'h', args[2], 'n', 0, 'r', args[4])
+  else
+    redis.call('HSET', keys[1], 'h', args[2], 'n', 0)
+  end
   redis.call('PEXPIRE', keys[1], args[3])
   return 1
 end
 
 -- code_check: KEYS[1] the code key; ARGV: the time or empty, digest, max
--- attempts. Reply {outcome, now}: 1 approved (the code is consumed), 2
--- wrong, 3 burned (this wrong guess used the last attempt), 4 missing.
+-- attempts. Reply {outcome, now, receipt}: 1 approved (the code is
+-- consumed; its receipt), 2 wrong, 3 burned (this wrong guess used the
+-- last attempt), 4 missing.
 local function code_check(keys, args)
   if not clock(args[1]) then return redis.error_reply(NOCLOCK) end
   local h = redis.call('HGET', keys[1], 'h')
-  if not h then return {4, now} end
+  if not h then return {4, now, ''} end
   if h == args[2] then
+    local r = redis.call('HGET', keys[1], 'r') or ''
     redis.call('DEL', keys[1])
-    return {1, now}
+    return {1, now, r}
   end
   local n = redis.call('HINCRBY', keys[1], 'n', 1)
   if n >= tonumber(args[3]) then
     redis.call('DEL', keys[1])
-    return {3, now}
+    return {3, now, ''}
   end
-  return {2, now}
+  return {2, now, ''}
 end
 
 if ENTRY == 'batch' then return batch(KEYS, ARGV) end

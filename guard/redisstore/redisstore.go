@@ -96,11 +96,77 @@ type group struct {
 
 // Do applies ops; see the package comment for the atomicity it gives.
 func (s *Store) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error) {
+	if s.grouped {
+		if d := conditional(ops); d >= 0 {
+			return s.doDevice(ctx, ops, d)
+		}
+	}
 	res := make([]guard.OpResult, len(ops))
+	return res, s.do(ctx, ops, res)
+}
+
+// conditional returns the index of the batch's device check when some op
+// depends on it and sits in another slot, else -1.
+func conditional(ops []guard.Op) int {
+	d := -1
+	for i := range ops {
+		if ops[i].Kind == guard.DeviceCheck {
+			d = i
+		}
+	}
+	if d < 0 {
+		return -1
+	}
+	for i := range ops {
+		if ops[i].Cond != guard.Always && ops[i].Tag != ops[d].Tag {
+			return d
+		}
+	}
+	return -1
+}
+
+// doDevice is Do on a cluster for a batch whose ops depend on a device
+// check in another slot: the check first (its own round trip), then the
+// ops whose condition holds, as any batch; the others did nothing.
+func (s *Store) doDevice(ctx context.Context, ops []guard.Op, d int) ([]guard.OpResult, error) {
+	res := make([]guard.OpResult, len(ops))
+	first := make([]guard.OpResult, 1)
+	if _, err := s.apply(ctx, s.group(ops[d:d+1]), first); err != nil {
+		return nil, err
+	}
+	res[d] = first[0]
+	trusted := first[0].Allowed
+	rest := make([]guard.Op, 0, len(ops)-1)
+	idx := make([]int, 0, len(ops)-1)
+	for i, op := range ops {
+		switch {
+		case i == d:
+		case op.Cond != guard.Always && (op.Cond == guard.CondTrusted) != trusted:
+			res[i] = guard.OpResult{Allowed: true, Inapplicable: true, Now: first[0].Now}
+		default:
+			op.Cond = guard.Always
+			rest, idx = append(rest, op), append(idx, i)
+		}
+	}
+	if len(rest) == 0 {
+		return res, nil
+	}
+	rres := make([]guard.OpResult, len(rest))
+	if err := s.do(ctx, rest, rres); err != nil {
+		return nil, err
+	}
+	for k, i := range idx {
+		res[i] = rres[k]
+	}
+	return res, nil
+}
+
+// do is Do without device conditions across slots.
+func (s *Store) do(ctx context.Context, ops []guard.Op, res []guard.OpResult) error {
 	groups := s.group(ops)
 	if len(groups) == 1 {
 		_, err := s.apply(ctx, groups, res)
-		return res, err
+		return err
 	}
 	// Phase 1: the most selective group alone. When it denies, no other
 	// slot is touched, so a flood that one rule stops leaves no transient
@@ -108,7 +174,7 @@ func (s *Store) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error
 	first := mostSelective(ops, groups)
 	ok, err := s.apply(ctx, groups[first:first+1], res)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rest := make([]*group, 0, len(groups)-1)
 	rest = append(append(rest, groups[:first]...), groups[first+1:]...)
@@ -118,19 +184,19 @@ func (s *Store) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error
 				res[i] = guard.OpResult{Allowed: true, Skipped: true}
 			}
 		}
-		return res, nil
+		return nil
 	}
 	// Phase 2: the other groups, pipelined, one round trip per node.
 	restOK, err := s.apply(ctx, rest, res)
 	if err != nil {
 		// Phase 1 consumed; the units stay taken until their window ends
 		// (errs towards denying).
-		return nil, err
+		return err
 	}
 	if !restOK {
 		s.refund(ctx, ops, res)
 	}
-	return res, nil
+	return nil
 }
 
 // refund gives back what the groups that allowed took, after another
@@ -140,7 +206,7 @@ func (s *Store) refund(ctx context.Context, ops []guard.Op, res []guard.OpResult
 	for i, op := range ops {
 		if op.Kind == guard.Take && res[i].Taken > 0 {
 			r := op
-			r.Kind, r.Cost, r.Extra, r.At = guard.Refund, res[i].Taken, 0, res[i].Now
+			r.Kind, r.Cost, r.Extra, r.At, r.Cond = guard.Cancel, res[i].Taken, 0, res[i].Now, guard.Always
 			refunds = append(refunds, r)
 			res[i].Remaining += res[i].Taken
 			res[i].Taken = 0
@@ -273,7 +339,7 @@ func parseReply(v any, idx []int, res []guard.OpResult) (bool, error) {
 	for j, i := range idx {
 		f := n[2+replyPerOp*j:]
 		res[i] = guard.OpResult{
-			Allowed: f[0] != 0, Skipped: f[0] == 2, Remaining: f[1], ResetAfter: us(f[2]), RetryAfter: us(f[3]),
+			Allowed: f[0] != 0, Skipped: f[0] == 2, Inapplicable: f[0] == 3, Remaining: f[1], ResetAfter: us(f[2]), RetryAfter: us(f[3]),
 			Locked: f[4] == 1, Taken: f[5], Now: now,
 		}
 	}

@@ -202,7 +202,8 @@ func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 		st := newStore(rdb)
 		for _, alg := range guard.Algorithms {
 			t.Run(string(alg), func(t *testing.T) {
-				g := newGuard(t, st, fmt.Sprintf(`  - {name: one-key, action: test, key: [destination], limit: 10, window: 1h, algorithm: %s%s}`, alg, of(alg, "account")))
+				// (a ratio admits min attempts: in flight, they are all failures)
+				g := newGuard(t, st, fmt.Sprintf(`  - {name: one-key, action: test, key: [destination], %s, window: 1h, algorithm: %s%s}`, limit(alg, 10), alg, of(alg, "account")))
 				req := request(t, "victim-"+string(alg)+"@example.com", "192.0.2.1")
 				// For distinct, every request brings a new account: the
 				// limit is on how many distinct ones one destination sees.
@@ -216,6 +217,15 @@ func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 			})
 		}
 	})
+}
+
+// limit is the limit members of a rule of algorithm alg that admits n:
+// a ratio's min.
+func limit(alg guard.Algorithm, n int) string {
+	if alg == guard.Ratio {
+		return fmt.Sprintf("limit: 50%%, min: %d", n)
+	}
+	return fmt.Sprintf("limit: %d", n)
 }
 
 // of is the `of` member a rule of algorithm alg needs.
@@ -331,10 +341,10 @@ func TestDeniedRequestConsumesNothing(t *testing.T) {
 			t.Run(string(alg), func(t *testing.T) {
 				g := newGuard(t, newStore(rdb), fmt.Sprintf(`
   - {name: per-destination, action: test, key: [destination], limit: 2, window: 1h}
-  - {name: per-ip, action: test, key: [ip], limit: 100, window: 1h, algorithm: %[1]s%[2]s}
-  - {name: per-account, action: test, key: [account], limit: 100, window: 1h, algorithm: %[1]s%[3]s}
-  - {name: global, action: test, key: [global], limit: 100, window: 1h, algorithm: %[1]s%[2]s}
-`, alg, of(alg, "account"), of(alg, "ip")))
+  - {name: per-ip, action: test, key: [ip], %[4]s, window: 1h, algorithm: %[1]s%[2]s}
+  - {name: per-account, action: test, key: [account], %[4]s, window: 1h, algorithm: %[1]s%[3]s}
+  - {name: global, action: test, key: [global], %[4]s, window: 1h, algorithm: %[1]s%[2]s}
+`, alg, of(alg, "account"), of(alg, "ip"), limit(alg, 100)))
 				req := request(t, "victim-"+string(alg)+"@example.com", "192.0.2.9")
 				for i := range 2 {
 					if d := allow(t, g, req); !d.Allowed {

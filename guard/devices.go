@@ -1,0 +1,148 @@
+package guard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Trusted devices (OWASP's device cookies, SPEC section 10). A device
+// token is issued for an account when a login succeeds or a code for the
+// login and reset purposes is approved; a client that presents it later
+// is a device that has proven the account before. It is
+//
+//	base64url( version 1 | device id (12 random bytes) | issued at (µs,
+//	           store time, 8 bytes big-endian) | 16 bytes of HMAC-SHA256 )
+//
+// the HMAC keyed with a key derived from the deployment secret, over the
+// rest and the account (lower-cased), so it is worth nothing for another
+// account and cannot be made without the secret. Its expiry and its
+// revocation are the store's to judge, in the decision's own round trip:
+// the token is trusted while its issue time is after the account's last
+// revocation (og:{tag}dv) and the store's clock is before issue + ttl.
+
+const (
+	deviceVersion = 1
+	deviceIDLen   = 12
+	deviceMACLen  = 16
+	deviceRawLen  = 1 + deviceIDLen + 8 + deviceMACLen
+)
+
+// devices issues and verifies device tokens.
+type devices struct {
+	key  []byte
+	ttl  time.Duration
+	spec *Spec
+}
+
+func newDevices(secret []byte, ttl time.Duration) devices {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("otpguard device tokens v1"))
+	return devices{key: m.Sum(nil), ttl: ttl, spec: &Spec{ID: "dv", Algorithm: Devices, Window: ttl}}
+}
+
+// DeviceAccount is the form of an account a device token is bound to:
+// trimmed and lower-cased, so that the address a code was approved for
+// and the username a login gives name the same account.
+func DeviceAccount(account string) string { return strings.ToLower(strings.TrimSpace(account)) }
+
+func (d devices) mac(account string, payload []byte) []byte {
+	m := hmac.New(sha256.New, d.key)
+	m.Write([]byte(DeviceAccount(account)))
+	m.Write([]byte{0})
+	m.Write(payload)
+	return m.Sum(nil)[:deviceMACLen]
+}
+
+// DeviceToken returns a device token for account, issued at at (the
+// store's time: a Decision's At; zero: the store's time as last seen,
+// through Options.StoreClock). device is the id of the device token the
+// client presented, to keep (a login from a known device renews its
+// token); "" draws a new one.
+func (g *Guard) DeviceToken(account, device string, at time.Time) (string, error) {
+	if DeviceAccount(account) == "" {
+		return "", fmt.Errorf("%w: a device token needs an account", ErrInvalidInput)
+	}
+	if at.IsZero() {
+		at = time.Now()
+		if g.storeClk != nil {
+			at = g.storeClk.Now()
+		}
+	}
+	var id []byte
+	if device != "" {
+		b, err := base64.RawURLEncoding.DecodeString(device)
+		if err != nil || len(b) != deviceIDLen {
+			return "", fmt.Errorf("%w: not a device id", ErrInvalidInput)
+		}
+		id = b
+	} else {
+		id = make([]byte, deviceIDLen)
+		_, _ = rand.Read(id)
+	}
+	raw := make([]byte, 0, deviceRawLen)
+	raw = append(raw, deviceVersion)
+	raw = append(raw, id...)
+	raw = binary.BigEndian.AppendUint64(raw, uint64(at.UnixMicro()))
+	raw = append(raw, g.devices.mac(account, raw)...)
+	return base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// DeviceID returns the device id of a token made for account, or "" for
+// any other token (forged, malformed, another account's). It says nothing
+// of expiry or revocation: only a decision does.
+func (g *Guard) DeviceID(token, account string) string {
+	id, _, ok := g.devices.verify(token, account)
+	if !ok {
+		return ""
+	}
+	return id
+}
+
+// verify checks a token's MAC for account: its device id and issue time.
+func (d devices) verify(token, account string) (id string, issued time.Time, ok bool) {
+	if token == "" || len(token) > 2*deviceRawLen || DeviceAccount(account) == "" {
+		return "", time.Time{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(raw) != deviceRawLen || raw[0] != deviceVersion {
+		return "", time.Time{}, false
+	}
+	body, sum := raw[:deviceRawLen-deviceMACLen], raw[deviceRawLen-deviceMACLen:]
+	if !hmac.Equal(sum, d.mac(account, body)) {
+		return "", time.Time{}, false
+	}
+	us := int64(binary.BigEndian.Uint64(body[1+deviceIDLen:]))
+	if us <= 0 {
+		return "", time.Time{}, false
+	}
+	return base64.RawURLEncoding.EncodeToString(body[1 : 1+deviceIDLen]), time.UnixMicro(us), true
+}
+
+// deviceTag is the tag of an account's device state.
+func (g *Guard) deviceTag(account string) string {
+	return g.hashValues([]string{"devices"}, []string{DeviceAccount(account)})
+}
+
+// RevokeDevices revokes every device token issued for account until now
+// (the store's clock): its devices are untrusted until they log in again.
+func (g *Guard) RevokeDevices(ctx context.Context, account string) error {
+	if DeviceAccount(account) == "" {
+		return fmt.Errorf("%w: an account is required", ErrInvalidInput)
+	}
+	op := Op{Kind: Revoke, Spec: g.devices.spec, Tag: g.deviceTag(account), Cost: 1}
+	if g.backstop != nil {
+		// first, so that it holds here even while the store fails
+		_, _ = g.do(ctx, g.backstop, []Op{op}) // in memory: it does not fail
+	}
+	if _, err := g.do(ctx, g.store, []Op{op}); err != nil {
+		return fmt.Errorf("revoke devices: %w", err)
+	}
+	return nil
+}
