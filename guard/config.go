@@ -209,7 +209,6 @@ func (r Rule) MarshalYAML() (any, error) {
 	return &n, nil
 }
 
-
 // Lease sizes a rule's quota leases: a process takes up to Units at once
 // (never more than a quarter of what the limit leaves) and spends them
 // without asking Redis until they run out or the window ends.

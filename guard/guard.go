@@ -206,9 +206,9 @@ type rule struct {
 	owned bool     // keyed on destination or account (see Stray)
 	// on the device: keyed on it, or filtered by it (the trusted and
 	// untrusted values it applies to)
-	keyedDevice                bool
-	onTrusted, onUntrusted     bool
-	filtersDevice              bool
+	keyedDevice            bool
+	onTrusted, onUntrusted bool
+	filtersDevice          bool
 }
 
 // New returns a Guard for a validated configuration.
