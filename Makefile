@@ -98,5 +98,10 @@ build:
 		stat -c %s dist/$$f/bootstrap | awk -v f=$$f '{printf "%-16s %9d %7.2f\n", f, $$1, $$1/1048576}'; done
 
 # build-<LogicalId>: what `sam build` runs for each function (BuildMethod: makefile).
+# ASN_DATABASE (a GeoLite2-ASN or DB-IP ASN Lite .mmdb) ships in each package as
+# asn.mmdb: config network.asnDatabase: /var/task/asn.mmdb. A file the repository
+# holds at asn.mmdb (gitignored) is used when ASN_DATABASE is not given.
+ASN_DATABASE ?= $(wildcard asn.mmdb)
 $(addprefix build-,$(FUNCTIONS)): build-%:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_GOARCH) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(dir_$*)
+	$(if $(ASN_DATABASE),cp $(ASN_DATABASE) $(ARTIFACTS_DIR)/asn.mmdb)

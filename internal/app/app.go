@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/asndb"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -50,12 +52,14 @@ type Settings struct {
 	Observer api.Observer
 	// PreloadTimeout bounds loading the Redis library at start-up. A
 	// Redis that is not there yet is no error: the store loads it on first
+	// PreloadTimeout bounds loading the Redis library at start-up. A
+	// Redis that is not there yet is no error: the store loads it on first
+	// use. Default 2s.
+	PreloadTimeout time.Duration
 	// Clock, when set, is the time of the process's own state (deny
 	// cache, leases, backstop): the simulator's virtual clock. Default:
 	// the process clock, the backstop in the store's time.
 	Clock func() time.Time
-	// use. Default 2s.
-	PreloadTimeout time.Duration
 }
 
 // Keys are the token keys: Signing signs, and the JWKS also serves Others
@@ -79,6 +83,7 @@ type App struct {
 	evictionChecked atomic.Int64
 	config          atomic.Pointer[guard.Config]
 	stop            context.CancelFunc // the unblock subscription
+	asn             *asndb.DB          // network.asnDatabase, opened once per path
 }
 
 // New builds the App with a first configuration and keys.
@@ -123,8 +128,18 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 // Reload replaces the configuration and keys. On an error the App keeps
 // serving what it had.
 func (a *App) Reload(cfg guard.Config, keys Keys) error {
-	g, err := guard.New(cfg, a.store, guard.Options{Secret: a.s.Secret, Backstop: a.backstop, StoreClock: a.clock, Clock: a.s.Clock,
-		Unblocked: a.unblocked})
+	opts := guard.Options{Secret: a.s.Secret, Backstop: a.backstop, StoreClock: a.clock, Clock: a.s.Clock, Unblocked: a.unblocked}
+	if path := cfg.Network.ASNDatabase; path != "" {
+		if a.asn == nil || a.asn.Path() != path {
+			db, err := asndb.Open(path)
+			if err != nil {
+				return fmt.Errorf("config: network.asnDatabase: %w", err)
+			}
+			a.asn = db // the one it replaces stays mapped: a request may still use it (a new path is rare)
+		}
+		opts.Networks = a.asn
+	}
+	g, err := guard.New(cfg, a.store, opts)
 	if err != nil {
 		return err
 	}
