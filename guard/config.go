@@ -328,13 +328,21 @@ func DefaultConfig() Config {
 // default, fills defaults and validates it. An empty doc gives the default.
 func ParseConfig(doc []byte) (Config, error) {
 	var c Config
-	if err := decodeRules(defaultYAML, &c); err != nil {
+	if _, err := decodeRules(defaultYAML, &c); err != nil {
 		return Config{}, fmt.Errorf("config: default: %w", err)
 	}
+	ownRules := false
 	if len(bytes.TrimSpace(doc)) > 0 {
-		if err := decodeRules(doc, &c); err != nil {
+		var err error
+		if ownRules, err = decodeRules(doc, &c); err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
+	}
+	if !ownRules && c.Network.ASNDatabase == "" {
+		// The default rules on the asn dimension apply once an ASN
+		// database is configured; a rule of yours on asn without one is
+		// an error (Validate).
+		c.Rules = slices.DeleteFunc(c.Rules, func(r Rule) bool { return slices.Contains(r.Key, "asn") || r.Of == "asn" })
 	}
 	c.fill()
 	if err := c.Validate(); err != nil {
@@ -346,17 +354,19 @@ func ParseConfig(doc []byte) (Config, error) {
 // decodeRules decodes doc over c strictly; a rule's limit may be written
 // as a percentage ("80%", the ratio algorithm's), which the document is
 // rewritten for first (a custom unmarshaler would lose the strictness).
-func decodeRules(doc []byte, c *Config) error {
+// It reports whether doc has a rules list (which replaces the rules
+// before it as a whole).
+func decodeRules(doc []byte, c *Config) (bool, error) {
 	doc, marks, replaced := percents(doc)
 	if err := decodeStrict(doc, c); err != nil {
-		return err
+		return false, err
 	}
 	if replaced {
 		for i := range c.Rules {
 			c.Rules[i].percent = marks[i]
 		}
 	}
-	return nil
+	return replaced, nil
 }
 
 // percents rewrites the rule limits of doc written as percentages to

@@ -9,7 +9,7 @@ import (
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
 	if c.OTP.Length != 6 || c.OTP.TTL != 10*time.Minute || c.OTP.MaxAttempts != 5 || c.Store.Timeout != 50*time.Millisecond ||
-		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 19 {
+		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 24 || c.Devices.TTL != 4320*time.Hour {
 		t.Fatalf("defaults: %+v", c)
 	}
 	byName := map[string]Rule{}
@@ -24,6 +24,17 @@ func TestDefaultConfig(t *testing.T) {
 	}
 	if r := byName["login-per-account-ip"]; r.Lockout == nil || r.Lockout.Max != time.Hour || r.Lockout.Reset != 24*time.Hour || !r.ResetOnSuccess {
 		t.Errorf("login-per-account-ip: %+v", r)
+	}
+	// The default asn rules join once a database is configured.
+	if _, ok := byName["login-failure-ratio-per-asn"]; ok {
+		t.Error("a default rule on asn without a database")
+	}
+	c, err := ParseConfig([]byte("network: {asnDatabase: /var/task/asn.mmdb}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rules) != 25 || c.Rules[21].Name != "login-failure-ratio-per-asn" {
+		t.Errorf("with a database: %d rules", len(c.Rules))
 	}
 }
 

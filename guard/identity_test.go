@@ -211,7 +211,7 @@ func TestSubjectHashFoldsVariants(t *testing.T) {
 	if tag("victim2@gmail.com") == k {
 		t.Error("two addresses share a tag")
 	}
-	ipRule := g.byAction["otp.send"][2]
+	ipRule := g.byName["otp-send-per-ip"]
 	ipTag := func(a string) string {
 		t.Helper()
 		tags, err := g.tags([]*rule{ipRule}, Subject{IP: netip.MustParseAddr(a)})

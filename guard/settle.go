@@ -134,8 +134,9 @@ type Status struct {
 	LockedFor  time.Duration
 }
 
-// Status reports, for every rule keyed on dimension alone, the state of
-// the subject whose value of it s holds.
+// Status reports, for every rule keyed on dimension alone (for account,
+// with the rules keyed on its device: the untrusted clients' bucket), the
+// state of the subject whose value of it s holds.
 func (g *Guard) Status(ctx context.Context, dimension string, s Subject) ([]Status, error) {
 	rules, ops, err := g.onDimension(dimension, s, Peek)
 	if err != nil || len(ops) == 0 {
@@ -156,7 +157,8 @@ func (g *Guard) Status(ctx context.Context, dimension string, s Subject) ([]Stat
 	return out, nil
 }
 
-// Unblock forgets, for every rule keyed on dimension alone, the counters,
+// Unblock forgets, for every rule keyed on dimension alone (for account,
+// with the rules keyed on its device: the untrusted clients' bucket), the counters,
 // lockouts and lockout history of the subject whose value of it s holds:
 // an administrator's unlock. It takes effect at once in this process, and
 // in the others through Options.Unblocked (each then calls Forget).
@@ -288,7 +290,7 @@ func (g *Guard) onDimension(dimension string, s Subject, kind OpKind) ([]*rule, 
 	var rules []*rule
 	var ops []Op
 	for _, r := range g.all {
-		if len(r.Key) != 1 || r.Key[0] != dimension {
+		if !onlyOn(r, dimension) {
 			continue
 		}
 		tags, err := g.tags([]*rule{r}, s)
@@ -298,4 +300,15 @@ func (g *Guard) onDimension(dimension string, s Subject, kind OpKind) ([]*rule, 
 		rules, ops = append(rules, r), append(ops, Op{Kind: kind, Spec: r.spec, Tag: tags[0], Cost: 1})
 	}
 	return rules, ops, nil
+}
+
+// onlyOn reports whether r is keyed on dimension alone, or for the account
+// dimension, on the account's device (the bucket its untrusted clients
+// share, which a stranger's failures fill: what an unblock lifts; each
+// trusted device's own is left as it is).
+func onlyOn(r *rule, dimension string) bool {
+	if len(r.Key) == 1 && r.Key[0] == dimension {
+		return true
+	}
+	return dimension == "account" && r.keyedDevice && !slices.ContainsFunc(r.Key, func(k string) bool { return k != "device" && k != "account" })
 }

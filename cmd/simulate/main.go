@@ -3,11 +3,12 @@
 // configurations, side by side, and prints what each attack achieved and
 // what real users suffered; it writes a report with charts.
 //
-//	go run ./cmd/simulate [-config my.yaml] [-seed 1] [-users 2000] [-out dist/simulate]
+//	go run ./cmd/simulate [-config my.yaml] [-seed 1] [-users 100000] [-out dist/simulate]
 package main
 
 import (
 	"context"
+	_ "embed"
 	"flag"
 	"fmt"
 	"os"
@@ -25,16 +26,15 @@ func main() {
 	}
 }
 
-// singleRule is the seed-style configuration: one rule, 2 sends a minute
-// per email.
-const singleRule = `rules:
-  - {name: send-per-email, action: otp.send, key: [destination], limit: 2, window: 1m}
-`
+// previousDefaults are the default rules before SPEC section 10.
+//
+//go:embed previous-defaults.yaml
+var previousDefaults []byte
 
 func run() error {
 	config := flag.String("config", "", "a config (YAML) to compare with the others")
 	seed := flag.Uint64("seed", 1, "the generators' seed: the same seed, the same day")
-	usersN := flag.Int("users", 2000, "legitimate users")
+	usersN := flag.Int("users", 100_000, "legitimate users")
 	scale := flag.Float64("scale", 1, "attack volume multiplier")
 	out := flag.String("out", "dist/simulate", "where the report and charts go")
 	flag.Parse()
@@ -43,7 +43,7 @@ func run() error {
 		name string
 		cfg  guard.Config
 	}
-	single, err := guard.ParseConfig([]byte(singleRule))
+	previous, err := guard.ParseConfig(previousDefaults)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	configs := []named{{"default", guard.DefaultConfig()}, {"2/min/email", single}, {"no guard", none}}
+	// The default rules once network.asnDatabase names a database: the
+	// simulation's own (see internal/sim).
+	withASN, err := guard.ParseConfig([]byte("network: {asnDatabase: simulated}\n"))
+	if err != nil {
+		return err
+	}
+	configs := []named{{"default", guard.DefaultConfig()}, {"default + ASN db", withASN}, {"previous defaults", previous}, {"no guard", none}}
 	if *config != "" {
 		doc, err := os.ReadFile(*config)
 		if err != nil {
@@ -71,10 +77,15 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
-		fmt.Fprintf(os.Stderr, "simulated a day under %q in %s\n", c.name, time.Since(t0).Round(100*time.Millisecond))
+		fmt.Fprintf(os.Stderr, "simulated a day under %q in %s (%d requests)\n", c.name, time.Since(t0).Round(100*time.Millisecond), r.Requests)
 		results = append(results, r)
 	}
 	table := sim.Table(results)
+	for _, r := range results {
+		if len(r.RefusedBy) > 0 {
+			fmt.Fprintf(os.Stderr, "%s: legitimate requests refused, by rule: %v\n", r.Config, r.RefusedBy)
+		}
+	}
 	fmt.Printf("one simulated day, seed %d, %d legitimate users (%s)\n\n%s", *seed, *usersN, time.Since(began).Round(time.Second), table)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err

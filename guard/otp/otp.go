@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
@@ -62,13 +63,40 @@ func (c Check) String() string {
 type Store interface {
 	// Put stores digest under key for ttl, with the send's receipt (see
 	// guard.Guard.Receipt; may be empty), replacing any earlier code and
-	// its attempt count.
+	// its attempt count. The earlier code's receipt is kept with the new
+	// one (the newest ReceiptMax bytes): approving the code a resend
+	// delivered settles the sends before it too.
 	Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) error
 	// Check compares digest with the code under key, atomically: a match
 	// deletes the code; a mismatch counts an attempt and deletes the code
 	// at maxAttempts. It returns the store's clock and, when approved,
 	// the receipt stored with the code.
 	Check(ctx context.Context, key, digest string, maxAttempts int) (Verdict, error)
+}
+
+// ReceiptMax bounds the receipts a pending code keeps, in bytes.
+const ReceiptMax = 2048
+
+// KeepReceipts is what Put stores as the receipt of a code that replaces
+// one whose receipt was old: both, the newest ReceiptMax bytes of them
+// (whole entries).
+func KeepReceipts(old, receipt string) string {
+	r := receipt
+	if old != "" {
+		r = old
+		if receipt != "" {
+			r = old + " " + receipt
+		}
+	}
+	if len(r) > ReceiptMax {
+		r = r[len(r)-ReceiptMax:]
+		if i := strings.IndexByte(r, ' '); i >= 0 {
+			r = r[i+1:]
+		} else {
+			r = ""
+		}
+	}
+	return r
 }
 
 // Verdict is a code check's answer.

@@ -823,11 +823,24 @@ end
 
 -- code_put: KEYS[1] the code key; ARGV: the time (unused), digest, TTL in
 -- ms, receipt (may be empty). Replaces any earlier code and its attempt
--- count.
+-- count; the earlier code's receipt is kept with the new one (a resend:
+-- the code the owner enters settles every send still pending to the
+-- address), the newest RECEIPT_MAX bytes of them.
+local RECEIPT_MAX = 2048
 local function code_put(keys, args)
+  local r = args[4] or ''
+  local old = redis.call('HGET', keys[1], 'r')
+  if old and old ~= '' then
+    if r ~= '' then r = old .. ' ' .. r else r = old end
+    if #r > RECEIPT_MAX then
+      r = string.sub(r, #r - RECEIPT_MAX + 1)
+      local sp = string.find(r, ' ', 1, true)
+      if sp then r = string.sub(r, sp + 1) else r = '' end
+    end
+  end
   redis.call('DEL', keys[1])
-  if args[4] and args[4] ~= '' then
-    redis.call('HSET', keys[1], 'h', args[2], 'n', 0, 'r', args[4])
+  if r ~= '' then
+    redis.call('HSET', keys[1], 'h', args[2], 'n', 0, 'r', r)
   else
     redis.call('HSET', keys[1], 'h', args[2], 'n', 0)
   end

@@ -89,14 +89,15 @@ func failLogin(t *testing.T, g *guard.Guard, req guard.Request) guard.Decision {
 	return d
 }
 
-// lockAccount locks an account under the default login rules: 20 failures
-// from 20 addresses (no per-IP rule sees a pattern).
+// lockAccount locks an account (its untrusted clients) under the default
+// login rules: 20 failures from 20 addresses, two in each of 10 /16s (no
+// per-IP or per-network rule sees a pattern).
 func lockAccount(t *testing.T, g *guard.Guard, account string) {
 	t.Helper()
 	for i := range 20 {
-		failLogin(t, g, loginReq(account, fmt.Sprintf("198.51.100.%d", i+1)))
+		failLogin(t, g, loginReq(account, fmt.Sprintf("100.%d.7.%d", 64+i/2, i+1)))
 	}
-	if d := failLogin(t, g, loginReq(account, "198.51.100.200")); d.Allowed || d.DeniedBy != "login-per-account" {
+	if d := failLogin(t, g, loginReq(account, "198.51.100.200")); d.Allowed || d.DeniedBy != "login-per-device" {
 		t.Fatalf("the account is not locked: %+v", d)
 	}
 }
@@ -312,14 +313,14 @@ func TestAnUnblockReachesTheOtherProcessesDenyCaches(t *testing.T) {
 
 // TestALockoutDoesNotMultiplyTheBudget: an attacker tries one account as
 // fast as it is admitted, from a new address each time, for four hours,
-// under the default rules (login-per-account: 20 failures an hour, then
+// under the default rules (login-per-device: 20 failures an hour, then
 // lockouts of 1 minute doubling up to 15). The reviewed code cleared the
 // count at each lockout and admitted 140, 60, 80 and 80 failures in hours
 // 1 to 4. Now: the limit, and one try per lockout after it. (The Lua
 // library on the embedded Redis, whose clock the test moves.)
 func TestALockoutDoesNotMultiplyTheBudget(t *testing.T) {
 	clock, st := newFixedClock(t)
-	g := newGuardAt(t, st, clock, ruleOf(t, "login-per-account"))
+	g := newGuardAt(t, st, clock, ruleOf(t, "login-per-device"))
 	var perHour [4]int
 	var lockouts [4]int
 	for s := 0; s < 4*3600; s++ {

@@ -132,8 +132,8 @@ func TestOutcomesOutliveTheRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.a.login = func(context.Context) error { cancel(); return nil } // the client is gone when the password is right
 	h.post(ctx, "/v1/login", `{"username":"gone@example.com","password":"right password here"}`, "198.51.100.7")
-	if got := h.remaining(t, "account", "gone@example.com", "login-per-account"); got != 20 {
-		t.Fatalf("after a success whose client hung up, login-per-account has %d of 20 left: the attempt stayed a failure", got)
+	if got := h.remaining(t, "account", "gone@example.com", "login-per-device"); got != 20 {
+		t.Fatalf("after a success whose client hung up, login-per-device has %d of 20 left: the attempt stayed a failure", got)
 	}
 }
 

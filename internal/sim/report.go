@@ -11,8 +11,9 @@ import (
 	"github.com/otpguard/otpguard/internal/svgchart"
 )
 
-// Table renders results side by side: per attack, what succeeded (and the
-// share of attempts); then the legitimate users' friction.
+// Table renders results side by side: per attack, what succeeded (and
+// its share of the attack's attempts or targets); then the legitimate
+// users' friction.
 func Table(results []*Result) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -28,12 +29,25 @@ func Table(results []*Result) string {
 		}
 		fmt.Fprintln(tw)
 	}
+	units := map[string]string{Pumping: "SMS delivered", Bombing: "victim emails", BruteForce: "codes guessed",
+		StuffFast: "accounts taken", StuffSlow: "accounts taken", StuffAdapt: "accounts taken", Spraying: "accounts taken"}
 	for _, a := range Attacks {
-		unit := map[string]string{Pumping: "SMS delivered", Bombing: "victim emails", BruteForce: "codes guessed",
-			StuffFast: "accounts taken", StuffSlow: "accounts taken", Spraying: "accounts taken"}[a]
-		row(fmt.Sprintf("%s: %s", a, unit), func(r *Result) string {
+		if a == LockoutDoS {
+			row("lockout-DoS: victims (device token) in at first try", func(r *Result) string {
+				if r.Victims == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%d of %d (%.0f%%)", r.VictimsFirstTry, r.Victims, 100*float64(r.VictimsFirstTry)/float64(r.Victims))
+			})
+			continue
+		}
+		row(fmt.Sprintf("%s: %s", a, units[a]), func(r *Result) string {
 			s := r.Attacks[a]
-			return fmt.Sprintf("%d of %d (%.2f%%)", s.Succeeded, s.Attempts, 100*s.Rate())
+			of := s.Targets
+			if of == 0 {
+				of = s.Attempts
+			}
+			return fmt.Sprintf("%d of %d (%.2f%%)", s.Succeeded, of, 100*s.Rate())
 		})
 		if a == BruteForce {
 			row("  guesses checked", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Admitted-144) })
@@ -43,10 +57,11 @@ func Table(results []*Result) string {
 		}
 	}
 	row("legitimate users", func(r *Result) string { return fmt.Sprintf("%d", r.Users) })
-	row("  refused at least once", func(r *Result) string { return pct(r.RefusedOnce, r.Users) })
 	row("  refused at their first try", func(r *Result) string { return pct(r.RefusedFirst, r.Users) })
+	row("  refused at least once", func(r *Result) string { return pct(r.RefusedOnce, r.Users) })
 	row("  tasks given up", func(r *Result) string { return fmt.Sprintf("%d", r.GaveUp) })
 	row("  median extra wait", func(r *Result) string { return r.MedianWait().Round(time.Second).String() })
+	row("requests", func(r *Result) string { return fmt.Sprintf("%d", r.Requests) })
 	_ = tw.Flush()
 	return b.String()
 }
@@ -55,7 +70,7 @@ func pct(n, of int) string {
 	if of == 0 {
 		return "0"
 	}
-	return fmt.Sprintf("%d (%.2f%%)", n, 100*float64(n)/float64(of))
+	return fmt.Sprintf("%d (%.3f%%)", n, 100*float64(n)/float64(of))
 }
 
 // Charts writes two SVG line charts into dir: attack requests admitted,

@@ -59,7 +59,7 @@ func main() {
 var (
 	duration = flag.Duration("duration", 3*time.Second, "how long each measurement runs")
 	rounds   = flag.Int("rounds", 5, "measurements of each case; the median round is reported")
-	only     = flag.String("only", "allowed,attack,memory,cluster,http", "the sections to run")
+	only     = flag.String("only", "allowed,attack,login,memory,cluster,http", "the sections to run")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 )
 
@@ -104,6 +104,8 @@ func run() error {
 			err = b.allowed(ctx)
 		case "attack":
 			err = b.attack(ctx)
+		case "login":
+			err = b.login(ctx)
 		case "memory":
 			err = b.memory(ctx)
 		case "cluster":
@@ -345,6 +347,60 @@ rules:
 		{"throttled ×3", th},
 		{"raw Lua (floor)", raw(lc, ident)},
 	}, []int{1, 32, 128}, "redis_rate ×3")
+}
+
+// login: a login as the API makes it, a decision and, the password being
+// right, its settlement as a success, under the default rules before SPEC
+// section 10 (6 login rules) and now (8 rules: the network ratio and the
+// networks per account for untrusted clients, the per-device lockout),
+// from an untrusted client and from a trusted device (whose decision
+// carries the device check and the conditional ops in the same call).
+func (b *bench) login(ctx context.Context) error {
+	prev, err := os.ReadFile("../../cmd/simulate/previous-defaults.yaml")
+	if err != nil {
+		return err
+	}
+	pc, nc, tc := b.client(), b.client(), b.client()
+	defer func() { pc.Close(); nc.Close(); tc.Close() }()
+	gPrev, err := newGuard(ctx, pc, string(prev))
+	if err != nil {
+		return err
+	}
+	gNew, err := newGuard(ctx, nc, "")
+	if err != nil {
+		return err
+	}
+	gTrusted, err := newGuard(ctx, tc, "")
+	if err != nil {
+		return err
+	}
+	reqs := make([]guard.Request, subjects)
+	trusted := make([]guard.Request, subjects)
+	for i := range reqs {
+		ip, _ := guard.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		reqs[i] = guard.Request{Action: "login", Subject: guard.Subject{Account: fmt.Sprintf("user%d@example.com", i), IP: ip}}
+		trusted[i] = reqs[i]
+		if trusted[i].Device, err = gTrusted.DeviceToken(reqs[i].Subject.Account, "", time.Now()); err != nil {
+			return err
+		}
+	}
+	ident := func(i int) int { return i % subjects }
+	login := func(g *guard.Guard, reqs []guard.Request) decider {
+		return func(ctx context.Context, i int) (bool, error) {
+			r := reqs[ident(i)]
+			d, err := g.Allow(ctx, r)
+			if err != nil || !d.Allowed {
+				return false, err
+			}
+			_, err = g.Settle(ctx, r, d, guard.Success)
+			return true, err
+		}
+	}
+	return b.compare(ctx, "login: a decision and its settlement as a success (2 calls), under the default login rules before and after SPEC section 10", []impl{
+		{"previous defaults (6 rules)", login(gPrev, reqs)},
+		{"defaults, untrusted (8 rules)", login(gNew, reqs)},
+		{"defaults, trusted device", login(gTrusted, trusted)},
+	}, []int{1, 32}, "previous defaults (6 rules)")
 }
 
 // attack: 95% of requests come from 500 subjects already over their

@@ -144,7 +144,9 @@ func TestLoginSuccessClearsOnlyItsAccountAndIP(t *testing.T) {
 	b := backends()[0]
 	s := start(t, b.redisURL, behindProxy)
 	s.register(t, "clear@example.com", goodPassword, "198.51.100.1")
-	const a, other = "203.0.113.10", "203.0.113.11"
+	// (two networks: the default rules refuse untrusted logins from a
+	// network where ten or more mostly fail)
+	const a, other = "203.0.113.10", "192.0.2.11"
 	for range 3 {
 		s.login(t, "clear@example.com", "wrong password entirely", other)
 	}
@@ -291,11 +293,12 @@ func TestInternalRoutes(t *testing.T) {
 	if r.status != 200 || r.body["allowed"] != false || r.str("deniedBy") != "login-per-account-ip" {
 		t.Fatalf("the sixth decision: %d %s", r.status, r.raw)
 	}
-	// Lock the account itself (20 failures an hour, from 21 IPs), read
-	// it, unlock it. A decision counts the attempt; its outcome, a
-	// failure, strikes the lockout once the limit is reached.
+	// Lock the account itself (20 failures an hour, from 21 IPs, two per
+	// /16: no network shows a pattern), read it, unlock it. A decision
+	// counts the attempt; its outcome, a failure, strikes the lockout
+	// once the limit is reached.
 	for i := range 21 {
-		subj := map[string]string{"account": "locked@example.com", "ip": fmt.Sprintf("203.0.113.%d", i)}
+		subj := map[string]string{"account": "locked@example.com", "ip": fmt.Sprintf("100.%d.113.%d", 64+i/2, i)}
 		s.post(t, "/v1/decisions", map[string]any{"action": "login", "subject": subj}, auth...)
 		s.post(t, "/v1/outcomes", map[string]any{"action": "login", "subject": subj, "outcome": "failure"}, auth...)
 	}
@@ -334,13 +337,14 @@ func TestLockoutsPerAccountIPAndPerAccount(t *testing.T) {
 				t.Fatalf("the owner from another IP: %d %s", r.status, r.raw)
 			}
 			// Twenty failures from twenty IPs (the 5 above count too, so
-			// 15 more), then the account is locked everywhere.
+			// 15 more, two per /16), then the account is locked for every
+			// client without a device token.
 			for i := range 15 {
-				if r := s.login(t, "lock@example.com", "wrong password entirely", fmt.Sprintf("203.0.113.%d", 100+i)); r.status != 401 {
+				if r := s.login(t, "lock@example.com", "wrong password entirely", fmt.Sprintf("100.%d.113.%d", 64+i/2, 100+i)); r.status != 401 {
 					t.Fatalf("failure %d from its own IP: %d %s", i+6, r.status, r.raw)
 				}
 			}
-			if r := s.login(t, "lock@example.com", goodPassword, "198.51.100.78"); r.status != 429 || r.str("rule") != "login-per-account" {
+			if r := s.login(t, "lock@example.com", goodPassword, "198.51.100.78"); r.status != 429 || r.str("rule") != "login-per-device" {
 				t.Errorf("after 20 failures from 20 IPs, the owner from a fresh IP: %d %s", r.status, r.raw)
 			}
 		})
@@ -419,8 +423,10 @@ func TestUnblockThenTheOwnerLogsInAtOnce(t *testing.T) {
 			c := start(t, b.redisURL, behindProxy, shared...) // reads the users file written through a
 			lock := func(s *server) {
 				t.Helper()
+				// (three per /16, seven /16s: neither the network ratio nor
+				// the networks an account logs in from see a pattern)
 				for i := range 21 {
-					s.login(t, "owner@example.com", "not the password", fmt.Sprintf("203.0.113.%d", 100+i))
+					s.login(t, "owner@example.com", "not the password", fmt.Sprintf("100.%d.113.%d", 64+i/3, 100+i))
 				}
 				if r := s.login(t, "owner@example.com", goodPassword, "198.51.100.31"); r.status != 429 {
 					t.Fatalf("the account is not locked: %d %s", r.status, r.raw)

@@ -1,0 +1,273 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+const sprayPassword = "Winter2030!"
+
+// smsPrice is the USD price of one SMS by country (a rough public price
+// list), for the cost of pumping.
+var smsPrice = map[string]float64{"LV": 0.11, "TN": 0.27, "KG": 0.31, "UZ": 0.26, "LK": 0.20, "PK": 0.15, "NG": 0.30,
+	"ID": 0.35, "EG": 0.22, "BD": 0.25}
+
+// pumpCountries are where pumped numbers are: high-cost destinations
+// where the simulated service has no users.
+var pumpCountries = []string{"LV", "TN", "KG", "UZ", "LK", "PK", "NG", "ID", "EG", "BD"}
+
+func (e *engine) attacks(scale float64) {
+	n := func(x int) int { return int(math.Round(float64(x) * scale)) }
+	e.pumping(n(4000))
+	e.bombing(n(3000))
+	e.bruteForce(n(5000))
+	e.stuffing(StuffFast, n(3000), 2*time.Hour, Day0.Add(3*time.Hour), false)
+	e.stuffing(StuffSlow, n(3000), 24*time.Hour, Day0, false)
+	e.stuffing(StuffAdapt, n(3000), 4*time.Hour, Day0.Add(13*time.Hour), true)
+	e.spraying()
+	e.lockoutDoS(n(100), n(40000))
+}
+
+// hosting is the attackers' address space: /16s of hosting and proxy
+// providers, none of which the users come from (first octets 141-219, not
+// 172), and their IPv6 /32s.
+func (e *engine) hostingNets(k int) []string {
+	nets := make([]string, k)
+	for i := range nets {
+		first := 141 + e.rng.IntN(79)
+		if first == 172 {
+			first = 173
+		}
+		nets[i] = fmt.Sprintf("%d.%d", first, e.rng.IntN(256))
+	}
+	return nets
+}
+
+// sources are n attacking addresses in nets /16s (a quarter of them IPv6,
+// in a /32 of a hosting provider per four of those /16s), the networks of
+// ten hosting providers (autonomous systems) of the attack's own.
+func (e *engine) sources(n, nets int) []string {
+	e.attackers++
+	v4 := e.hostingNets(nets)
+	v6 := make([]string, max(1, nets/4))
+	for i := range v6 {
+		v6[i] = fmt.Sprintf("2a0c:%x", 0x1000+e.rng.IntN(0xe000))
+	}
+	for i, net := range append(v4, v6...) {
+		e.nets.add(net, 65000+uint32(e.attackers*10+i%10))
+	}
+	out := make([]string, n)
+	for i := range out {
+		if i%4 == 3 {
+			out[i] = fmt.Sprintf("%s:%x:%x::%x", v6[e.rng.IntN(len(v6))], e.rng.IntN(65536), e.rng.IntN(65536), 1+e.rng.IntN(65535))
+		} else {
+			out[i] = fmt.Sprintf("%s.%d.%d", v4[e.rng.IntN(len(v4))], e.rng.IntN(256), 1+e.rng.IntN(254))
+		}
+	}
+	return out
+}
+
+func (e *engine) admitted(st *AttackStats, r reply) {
+	st.Attempts++
+	if !r.guarded() {
+		st.Admitted++
+		e.res.AttackAdmitted[e.now.Hour()]++
+	}
+}
+
+// pumping: numbers in 50 high-cost mobile prefixes of 10 countries, each
+// asked for a code once, from 200 addresses, at a low rate all day.
+func (e *engine) pumping(attempts int) {
+	st := e.res.Attacks[Pumping]
+	src := e.sources(200, 20)
+	type prefix struct {
+		base    string
+		country string
+	}
+	var prefixes []prefix
+	for _, region := range pumpCountries {
+		found := 0
+		for k := 0; k < 200_000 && found < 5; k += 10_000 {
+			if d, err := guard.ParsePhone(exampleMobile(region, k), policy); err == nil {
+				prefixes = append(prefixes, prefix{d.Address, region})
+				found++
+			}
+		}
+	}
+	for i := range attempts {
+		p := prefixes[i%len(prefixes)]
+		num := bumpNumber(p.base, 1+i/len(prefixes))
+		at := Day0.Add(time.Duration(e.rng.Int64N(int64(24 * time.Hour))))
+		ip := src[e.rng.IntN(len(src))]
+		e.at(at, func() {
+			r := e.post("/v1/otp/send", ip, "", map[string]string{"channel": "sms", "to": num, "purpose": "signup"})
+			e.admitted(st, r)
+			for _, m := range e.sent {
+				if m.channel == guard.SMS {
+					st.Succeeded++
+					st.Cost += smsPrice[p.country]
+				}
+			}
+		})
+	}
+}
+
+// bombing: one victim's address, from 300 addresses, over two hours.
+func (e *engine) bombing(attempts int) {
+	st := e.res.Attacks[Bombing]
+	src := e.sources(300, 30)
+	const victim = "victim.person@example.com"
+	for range attempts {
+		at := Day0.Add(14*time.Hour + time.Duration(e.rng.Int64N(int64(2*time.Hour))))
+		ip := src[e.rng.IntN(len(src))]
+		e.at(at, func() {
+			r := e.post("/v1/otp/send", ip, "", map[string]string{"channel": "email", "to": victim, "purpose": "signup"})
+			e.admitted(st, r)
+			st.Succeeded += len(e.sent)
+		})
+	}
+}
+
+// bruteForce: guesses at a victim's pending login codes from 100
+// addresses; the attacker asks for a new code every 10 minutes (its
+// sends are attempts too).
+func (e *engine) bruteForce(guesses int) {
+	st := e.res.Attacks[BruteForce]
+	src := e.sources(100, 10)
+	victim := "+12015550123"
+	if d, err := guard.ParsePhone(victim, policy); err == nil {
+		victim = d.Address
+	}
+	for k := 0; k < 144; k++ {
+		at := Day0.Add(time.Duration(k) * 10 * time.Minute)
+		ip := src[k%len(src)]
+		e.at(at, func() {
+			e.admitted(st, e.post("/v1/otp/send", ip, "", map[string]string{"channel": "sms", "to": victim, "purpose": "login"}))
+		})
+	}
+	for i := range guesses {
+		at := Day0.Add(time.Duration(i) * (24 * time.Hour) / time.Duration(max(guesses, 1)))
+		ip := src[e.rng.IntN(len(src))]
+		guess := fmt.Sprintf("%06d", e.rng.IntN(1000000))
+		e.at(at, func() {
+			r := e.post("/v1/otp/verify", ip, "", map[string]string{"to": victim, "purpose": "login", "code": guess})
+			e.admitted(st, r)
+			if r.status == http.StatusOK {
+				st.Succeeded++
+			}
+		})
+	}
+}
+
+// stuffing: a leaked list of (account, password) pairs, 2% of them real
+// users' real passwords, each tried once, from 3000 addresses in 300 /16s
+// over span. The adaptive attacker dilutes failure ratios: before each
+// pair it logs in to one of its own 30 accounts from the same address
+// (a success, from a client that keeps no device token).
+func (e *engine) stuffing(name string, pairs int, span time.Duration, from time.Time, adaptive bool) {
+	st := e.res.Attacks[name]
+	st.Targets = pairs
+	src := e.sources(3000, 300)
+	var own []string
+	if adaptive {
+		for i := range 30 {
+			a := fmt.Sprintf("mule%d@example.com", i)
+			e.accounts[a] = "mule password " + strconv.Itoa(i)
+			own = append(own, a)
+		}
+	}
+	for i := range pairs {
+		acct, pass := fmt.Sprintf("leaked%d-%s@example.com", i, name[:6]), "hunter2-"+strconv.Itoa(i)
+		if e.rng.Float64() < 0.02 && len(e.people) > 0 {
+			p := e.people[e.rng.IntN(len(e.people))]
+			acct, pass = p.email, p.pass
+		}
+		at := from.Add(time.Duration(e.rng.Int64N(int64(span))))
+		ip := src[i%len(src)]
+		e.at(at, func() {
+			if adaptive {
+				m := own[e.rng.IntN(len(own))]
+				e.post("/v1/login", ip, "", map[string]string{"username": m, "password": e.accounts[mustAccount(m)]})
+			}
+			r := e.post("/v1/login", ip, "", map[string]string{"username": acct, "password": pass})
+			e.admitted(st, r)
+			if r.status == http.StatusOK {
+				st.Succeeded++
+			}
+		})
+	}
+}
+
+func mustAccount(s string) string { a, _ := guard.ParseAccount(s); return a }
+
+// spraying: one common password against every known account, from 30
+// addresses in 10 /16s, over the day.
+func (e *engine) spraying() {
+	st := e.res.Attacks[Spraying]
+	src := e.sources(30, 10)
+	var accounts []string
+	for _, p := range e.people {
+		if p.pass != "" && e.accounts[p.account] != "" {
+			accounts = append(accounts, p.email)
+		}
+	}
+	st.Targets = len(accounts)
+	for i, acct := range accounts {
+		at := Day0.Add(time.Duration(i) * (24 * time.Hour) / time.Duration(len(accounts)))
+		ip := src[i%len(src)]
+		e.at(at, func() {
+			r := e.post("/v1/login", ip, "", map[string]string{"username": acct, "password": sprayPassword})
+			e.admitted(st, r)
+			if r.status == http.StatusOK {
+				st.Succeeded++
+			}
+		})
+	}
+}
+
+// lockoutDoS: wrong passwords against victims' accounts (users whose
+// browsers hold a device token), from 500 addresses, from 8:00 to 22:00
+// (about 30 an hour per account), to lock their owners out. Each victim logs in once, between 9:00 and 21:00,
+// from their usual address and browser.
+func (e *engine) lockoutDoS(victims, attempts int) {
+	st := e.res.Attacks[LockoutDoS]
+	src := e.sources(500, 50)
+	var vs []*person
+	for _, p := range e.people {
+		if len(vs) == victims {
+			break
+		}
+		if p.device != "" && p.pass != sprayPassword {
+			vs = append(vs, p)
+		}
+	}
+	if len(vs) == 0 {
+		return
+	}
+	st.Targets = len(vs)
+	for i := range attempts {
+		v := vs[i%len(vs)]
+		at := Day0.Add(8*time.Hour + time.Duration(e.rng.Int64N(int64(14*time.Hour))))
+		ip := src[e.rng.IntN(len(src))]
+		e.at(at, func() {
+			e.admitted(st, e.post("/v1/login", ip, "", map[string]string{"username": v.email, "password": "not the password " + strconv.Itoa(i)}))
+		})
+	}
+	for _, v := range vs {
+		at := Day0.Add(9*time.Hour + time.Duration(e.rng.Int64N(int64(12*time.Hour))))
+		e.at(at, func() {
+			e.res.Victims++
+			r := e.post("/v1/login", v.ip, v.device, map[string]string{"username": v.email, "password": v.pass})
+			if r.status == http.StatusOK {
+				e.res.VictimsFirstTry++
+			} else {
+				st.Succeeded++ // locked out
+			}
+		})
+	}
+}

@@ -1,0 +1,314 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+// person is a legitimate user.
+type person struct {
+	email, account, phone, pass, ip string
+	// device is the device token this user's browser holds ("" none).
+	device                string
+	active                bool // made at least one request
+	refused, refusedFirst bool
+}
+
+// The networks legitimate users come from (SPEC section 10 is about
+// telling these from an attacker's): most users sit in a few big ISPs'
+// /16s with thousands of users each, mobile users behind carrier-grade
+// NATs (dozens of users per address), office workers behind one address
+// per office, a fifth on IPv6 (their /56 in a provider's /32), and a few
+// everywhere else (travellers, small ISPs): quiet /16s.
+const (
+	shareISP      = 0.55
+	shareMobile   = 0.15
+	shareOffice   = 0.08
+	shareIPv6     = 0.20
+	ispNets       = 40  // IPv4 /16s of the big ISPs
+	mobileCarrier = 5   // each a pool of 64 addresses in one /24
+	offices       = 400 // each one address, in 20 business /16s
+	ipv6Providers = 8
+)
+
+// homeIP draws a user's usual address.
+func (e *engine) homeIP() string {
+	switch x := e.rng.Float64(); {
+	case x < shareISP:
+		k := e.rng.IntN(ispNets)
+		return fmt.Sprintf("%d.%d.%d.%d", 60+k/2, 10+(k*37)%200, e.rng.IntN(256), 1+e.rng.IntN(254))
+	case x < shareISP+shareMobile:
+		return fmt.Sprintf("172.%d.10.%d", 56+e.rng.IntN(mobileCarrier), 1+e.rng.IntN(64))
+	case x < shareISP+shareMobile+shareOffice:
+		o := e.rng.IntN(offices)
+		return fmt.Sprintf("38.%d.%d.10", 100+o%20, o/20)
+	case x < shareISP+shareMobile+shareOffice+shareIPv6:
+		return fmt.Sprintf("2a02:%x:%x:%x00::%x", 0x1000+e.rng.IntN(ipv6Providers), e.rng.IntN(65536), e.rng.IntN(256), 1+e.rng.IntN(4096))
+	default:
+		return fmt.Sprintf("%d.%d.%d.%d", 120+e.rng.IntN(20), e.rng.IntN(256), e.rng.IntN(256), 1+e.rng.IntN(254))
+	}
+}
+
+// phoneCountries are where the users' phones are, by share.
+var phoneCountries = []struct {
+	region string
+	share  float64
+}{{"US", 0.6}, {"GB", 0.12}, {"FR", 0.1}, {"DE", 0.08}, {"IN", 0.06}, {"BR", 0.04}}
+
+// phone draws a valid mobile number in one of the users' countries.
+func (e *engine) phone() string {
+	x, region := e.rng.Float64(), "US"
+	for _, c := range phoneCountries {
+		if x < c.share {
+			region = c.region
+			break
+		}
+		x -= c.share
+	}
+	for range 100 {
+		if num := e.mobileNumber(region); num != "" {
+			return num
+		}
+	}
+	return "+14155550100"
+}
+
+// mobileNumber is a number in region's mobile ranges (within a hundred
+// million of its example mobile number; US numbers in any exchange of a
+// few area codes), when libphonenumber calls it a valid mobile one. The
+// users' numbers are spread as real ones are: a few per prefix at most.
+func (e *engine) mobileNumber(region string) string {
+	ex := exampleMobile(region, 0)
+	if ex == "" {
+		return ""
+	}
+	var num string
+	if region == "US" {
+		num = fmt.Sprintf("+1%s%03d%04d", usAreas[e.rng.IntN(len(usAreas))], 200+e.rng.IntN(800), e.rng.IntN(10000))
+	} else {
+		num = bumpNumber(ex, e.rng.IntN(100_000_000))
+	}
+	d, err := guard.ParsePhone(num, policy)
+	if err != nil {
+		return ""
+	}
+	return d.Address
+}
+
+// usAreas are US area codes the users' numbers are drawn in.
+var usAreas = []string{"201", "212", "213", "305", "312", "404", "415", "503", "617", "646", "702", "713", "818", "917", "972"}
+
+// policy is the default config's phone policy: the numbers the
+// simulation draws are ones the rules accept.
+var policy = func() guard.PhonePolicy {
+	cfg := guard.DefaultConfig()
+	return cfg.PhonePolicy()
+}()
+
+// population makes n users and their day: logins (80% of them from a
+// device that holds a token from an earlier login, 5% with a typo first),
+// codes by email or SMS (some resent, some mistyped, some never entered),
+// and 2% new signups.
+func (e *engine) population(n int) error {
+	for i := range n {
+		p := &person{email: fmt.Sprintf("user%d@example.net", i), pass: fmt.Sprintf("a long passphrase of user %d", i), ip: e.homeIP()}
+		// Some old accounts (1 in 200) use a password a sprayer tries.
+		if i%200 == 7 {
+			p.pass = sprayPassword
+		}
+		a, err := guard.ParseAccount(p.email)
+		if err != nil {
+			return err
+		}
+		p.account = a
+		e.accounts[a] = p.pass
+		if e.rng.Float64() < 0.8 {
+			tok, err := e.g.DeviceToken(p.account, "", Day0.Add(-time.Duration(1+e.rng.IntN(90))*24*time.Hour))
+			if err != nil {
+				return err
+			}
+			p.device = tok
+		}
+		e.people = append(e.people, p)
+		// The day before warms the state (yesterday's counts weigh in
+		// the sliding windows, as they do in production); only the day
+		// counts.
+		for _, day := range []time.Time{Day0.Add(-24 * time.Hour), Day0} {
+			if e.rng.Float64() < 0.6 {
+				e.at(e.instant(day), func() { e.login(p, e.rng.Float64() < 0.05, 0, time.Time{}) })
+				if e.rng.Float64() < 0.25 {
+					e.at(e.instant(day), func() { e.login(p, e.rng.Float64() < 0.05, 0, time.Time{}) })
+				}
+			}
+			if e.rng.Float64() < 0.2 {
+				ch := guard.Email
+				if e.rng.Float64() < 0.3 {
+					ch = guard.SMS
+					if p.phone == "" {
+						p.phone = e.phone()
+					}
+				}
+				e.at(e.instant(day), func() { e.otp(p, ch, e.rng.Float64() < 0.1, 0, time.Time{}) })
+			}
+		}
+	}
+	for i := range n / 50 {
+		p := &person{email: fmt.Sprintf("new%d@example.org", i), pass: fmt.Sprintf("a brand new passphrase %d", i), ip: e.homeIP()}
+		p.account, _ = guard.ParseAccount(p.email)
+		e.people = append(e.people, p)
+		e.at(e.instant(Day0), func() { e.signup(p, 0, time.Time{}) })
+	}
+	return nil
+}
+
+// refused notes a refusal of a user's request (first: the user's first
+// request of the day) and has the user try again after the Retry-After,
+// up to 3 times and only for waits up to 30 minutes; else the user gives
+// up (counted as an hour's wait).
+func (e *engine) refused(p *person, first bool, r reply, tries int, began time.Time, again func(began time.Time)) {
+	if e.warm() {
+		return
+	}
+	p.refused = true
+	if first {
+		p.refusedFirst = true
+	}
+	e.res.UsersRefused[e.now.Hour()]++
+	e.res.RefusedBy[r.rule]++
+	if began.IsZero() {
+		began = e.now
+	}
+	if r.retry <= 0 {
+		r.retry = time.Second
+	}
+	if tries >= 3 || r.retry > 30*time.Minute {
+		e.res.GaveUp++
+		e.res.Waits = append(e.res.Waits, time.Hour)
+		return
+	}
+	e.at(e.now.Add(r.retry+time.Second), func() { again(began) })
+}
+
+func (e *engine) done(began time.Time) {
+	if !began.IsZero() && !e.warm() {
+		e.res.Waits = append(e.res.Waits, e.now.Sub(began))
+	}
+}
+
+// warm reports the day before the simulated one.
+func (e *engine) warm() bool { return e.now.Before(Day0) }
+
+func (e *engine) touch(p *person) bool {
+	if e.warm() {
+		return false
+	}
+	first := !p.active
+	p.active = true
+	return first
+}
+
+// keep stores the device token an answer carries.
+func (p *person) keep(r reply) {
+	if t := r.str("deviceToken"); t != "" {
+		p.device = t
+	}
+}
+
+func (e *engine) login(p *person, typo bool, tries int, began time.Time) bool {
+	first := e.touch(p)
+	pass := p.pass
+	if typo {
+		pass = p.pass + "x"
+	}
+	r := e.post("/v1/login", p.ip, p.device, map[string]string{"username": p.email, "password": pass})
+	switch {
+	case r.guarded():
+		e.refused(p, first, r, tries, began, func(b time.Time) { e.login(p, typo, tries+1, b) })
+		return false
+	case typo:
+		e.at(e.now.Add(8*time.Second), func() { e.login(p, false, tries, began) })
+	default:
+		p.keep(r)
+		e.done(began)
+	}
+	return r.status == 200
+}
+
+func (e *engine) otp(p *person, ch guard.Channel, resend bool, tries int, began time.Time) {
+	first := e.touch(p)
+	to := p.email
+	if ch == guard.SMS {
+		to = p.phone
+	}
+	r := e.post("/v1/otp/send", p.ip, "", map[string]string{"channel": string(ch), "to": to, "purpose": "login"})
+	if r.guarded() {
+		e.refused(p, first, r, tries, began, func(b time.Time) { e.otp(p, ch, resend, tries+1, b) })
+		return
+	}
+	if resend {
+		// "I did not get it": a second send 45 seconds later.
+		e.at(e.now.Add(45*time.Second), func() { e.otp(p, ch, false, tries, began) })
+		return
+	}
+	if e.rng.Float64() < 0.05 {
+		return // never entered
+	}
+	e.at(e.now.Add(time.Duration(15+e.rng.IntN(45))*time.Second), func() { e.verify(p, to, e.rng.Float64() < 0.03, 0, began) })
+}
+
+func (e *engine) verify(p *person, to string, typo bool, tries int, began time.Time) {
+	code := e.codes[to]
+	if typo {
+		code = fmt.Sprintf("%06d", (atoi(code)+1)%1000000)
+	}
+	r := e.post("/v1/otp/verify", p.ip, p.device, map[string]string{"to": to, "purpose": "login", "code": code})
+	switch {
+	case r.guarded():
+		e.refused(p, false, r, tries, began, func(b time.Time) { e.verify(p, to, false, tries+1, b) })
+	case typo:
+		e.at(e.now.Add(10*time.Second), func() { e.verify(p, to, false, tries, began) })
+	default:
+		if to == p.email {
+			p.keep(r) // a token for the account the address names
+		}
+		e.done(began)
+	}
+}
+
+func (e *engine) signup(p *person, tries int, began time.Time) {
+	first := e.touch(p)
+	r := e.post("/v1/signup", p.ip, "", map[string]string{"email": p.email, "password": p.pass})
+	if r.guarded() {
+		e.refused(p, first, r, tries, began, func(b time.Time) { e.signup(p, tries+1, b) })
+		return
+	}
+	e.done(began)
+	e.at(e.now.Add(30*time.Second), func() { e.login(p, false, 0, time.Time{}) })
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// exampleMobile is libphonenumber's example mobile number of region, plus
+// k, in E.164.
+func exampleMobile(region string, k int) string {
+	n := phonenumbers.GetExampleNumberForType(region, phonenumbers.MOBILE)
+	if n == nil {
+		return ""
+	}
+	return bumpNumber(phonenumbers.Format(n, phonenumbers.E164), k)
+}
+
+// bumpNumber adds k to an E.164 number: the next numbers of a range.
+func bumpNumber(e164 string, k int) string {
+	v, err := strconv.ParseInt(strings.TrimPrefix(e164, "+"), 10, 64)
+	if err != nil {
+		return e164
+	}
+	return "+" + strconv.FormatInt(v+int64(k), 10)
+}
