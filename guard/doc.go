@@ -94,6 +94,21 @@
 //     whose calls time out is not admitted by Redis and then again by the
 //     backstop. It never vetoes an answer Redis gave.
 //
+// # Distributed attacks (SPEC section 10)
+//
+// Network dimensions (ip/24, ip/16, asn through Options.Networks) group
+// an attacker's addresses. A ratio rule counts attempts and failures over
+// a sliding window and denies a network where most fail. A device token
+// ([Guard.DeviceToken], in Request.Device) is judged by the store in the
+// decision's own call: the batch starts with a device check (the token's
+// issue time against the account's revocation time and the lifetime), and
+// the ops of the rules filtered or keyed on the device carry a condition
+// on its answer; a rule keyed on the device has two ops, the trusted
+// device's state and the untrusted clients' shared one, of which one
+// applies. A send's [Guard.Receipt] is kept with its code, and the verify
+// that approves it settles the send ([Guard.SettleReceipt]): a success
+// gives the failure back and, on an elastic rule, counts it verified.
+//
 // # Time
 //
 // Every window, token bucket and lockout runs on the store's clock

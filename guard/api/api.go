@@ -154,12 +154,18 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", origin)
 		h.Set("Access-Control-Allow-Methods", "GET, POST")
-		h.Set("Access-Control-Allow-Headers", "Content-Type")
+		h.Set("Access-Control-Allow-Headers", "Content-Type, X-Device-Token")
+		// the og_device cookie rides on credentialed requests (fetch
+		// with credentials: "include") from the allowed origins
+		h.Set("Access-Control-Allow-Credentials", "true")
 		h.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
 		return false
 	case allowed:
-		w.Header().Set("Access-Control-Allow-Origin", origin)
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Credentials", "true")
+		h.Set("Access-Control-Expose-Headers", "X-Device-Token, Retry-After")
 	}
 	return true
 }

@@ -218,7 +218,9 @@ func TestOnlyJSONFromAllowedOrigins(t *testing.T) {
 		return resp
 	}
 	if r := preflight("https://app.example.com"); r.StatusCode != http.StatusNoContent || r.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
-		!strings.Contains(strings.ToLower(r.Header.Get("Access-Control-Allow-Headers")), "content-type") {
+		!strings.Contains(strings.ToLower(r.Header.Get("Access-Control-Allow-Headers")), "content-type") ||
+		!strings.Contains(strings.ToLower(r.Header.Get("Access-Control-Allow-Headers")), "x-device-token") ||
+		r.Header.Get("Access-Control-Allow-Credentials") != "true" {
 		t.Errorf("preflight from the allowed origin: %d %v", r.StatusCode, r.Header)
 	}
 	if r := preflight("https://evil.example"); r.StatusCode != http.StatusForbidden || r.Header.Get("Access-Control-Allow-Origin") != "" {
