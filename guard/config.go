@@ -36,6 +36,8 @@ type Config struct {
 	Store   StoreConfig   `yaml:"store"`
 	Signup  SignupConfig  `yaml:"signup"`
 	Devices DevicesConfig `yaml:"devices"`
+	// Challenge configures the proofs a rule in mode challenge asks for.
+	Challenge ChallengeConfig `yaml:"challenge"`
 	// Rules replaces the default rules as a whole when given.
 	Rules []Rule `yaml:"rules"`
 }
@@ -90,6 +92,38 @@ type NetworkConfig struct {
 	// none: a rule keyed on asn is then a config error. It is read once
 	// at start-up and at each config refresh; nothing is downloaded.
 	ASNDatabase string `yaml:"asnDatabase"`
+}
+
+// ChallengeConfig configures the proofs of SPEC section 11.
+type ChallengeConfig struct {
+	// Captcha is the CAPTCHA provider that challenged sends, signups and
+	// custom actions are asked to solve. Required when such a rule is in
+	// mode challenge; logins are challenged with a step-up code instead.
+	Captcha *CaptchaConfig `yaml:"captcha"`
+}
+
+// CaptchaConfig is a CAPTCHA provider with a siteverify API (Cloudflare
+// Turnstile, hCaptcha and reCAPTCHA share its form). Its secret is not
+// here: CAPTCHA_SECRET locally, Secrets Manager on AWS.
+type CaptchaConfig struct {
+	// Provider is turnstile, hcaptcha or recaptcha.
+	Provider string `yaml:"provider"`
+	// VerifyURL is the siteverify endpoint. Default: the provider's.
+	VerifyURL string `yaml:"verifyUrl"`
+	// SiteKey is the public key the client's widget needs (it is in the
+	// 403 challenge_required answer).
+	SiteKey string `yaml:"siteKey"`
+	// Hostnames, when set, are the only hostnames a solved token may name.
+	Hostnames []string `yaml:"hostnames"`
+	// Timeout bounds a siteverify call. Default 3s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// CaptchaProviders are the providers and their siteverify endpoints.
+var CaptchaProviders = map[string]string{
+	"turnstile": "https://challenges.cloudflare.com/turnstile/v0/siteverify",
+	"hcaptcha":  "https://api.hcaptcha.com/siteverify",
+	"recaptcha": "https://www.google.com/recaptcha/api/siteverify",
 }
 
 // DevicesConfig configures trusted-device tokens (SPEC section 10).
@@ -179,6 +213,10 @@ type Rule struct {
 	// as its verified traffic grows: its limit becomes max(limit, ratio ×
 	// the successes on the same key in the window).
 	Elastic *Elastic `yaml:"elastic"`
+	// Fallback is, for a login rule in mode challenge, what happens to
+	// an account that has no verified address to send a step-up code to:
+	// deny (the default) or allow.
+	Fallback string `yaml:"fallback"`
 
 	percent bool // Limit was written as a percentage
 }
@@ -304,6 +342,9 @@ const (
 	ModeEnforce   = "enforce"
 	ModeShadow    = "shadow"
 	ModeSoft      = "soft"
+	// ModeChallenge: where the rule would deny, the request is asked for
+	// a proof instead (SPEC section 11) and counts as admitted.
+	ModeChallenge = "challenge"
 	CountRequests = "requests"
 	CountFailures = "failures"
 )
@@ -428,8 +469,16 @@ func decodeStrict(doc []byte, v any) error {
 	return nil
 }
 
-// fill sets the per-rule defaults that depend on other fields.
+// fill sets the defaults that depend on other fields.
 func (c *Config) fill() {
+	if cp := c.Challenge.Captcha; cp != nil {
+		if cp.VerifyURL == "" {
+			cp.VerifyURL = CaptchaProviders[cp.Provider]
+		}
+		if cp.Timeout == 0 {
+			cp.Timeout = 3 * time.Second
+		}
+	}
 	for i := range c.Rules {
 		r := &c.Rules[i]
 		if r.Algorithm == "" {
@@ -446,6 +495,9 @@ func (c *Config) fill() {
 		}
 		if r.Mode == "" {
 			r.Mode = ModeEnforce
+		}
+		if r.Mode == ModeChallenge && r.Fallback == "" {
+			r.Fallback = "deny"
 		}
 		if r.Mode == ModeSoft && r.Overage == 0 {
 			r.Overage = 0.10
@@ -555,7 +607,24 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("network.allowedOrigins[%d]", i), "%q is not an origin such as https://app.example.com", o)
 		}
 	}
+	if cp := c.Challenge.Captcha; cp != nil {
+		if _, ok := CaptchaProviders[cp.Provider]; !ok {
+			bad("challenge.captcha.provider", "must be turnstile, hcaptcha or recaptcha, got %q", cp.Provider)
+		}
+		if u, err := url.Parse(cp.VerifyURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("challenge.captcha.verifyUrl", "%q is not an http(s) URL", cp.VerifyURL)
+		}
+		if strings.TrimSpace(cp.SiteKey) == "" {
+			bad("challenge.captcha.siteKey", "must not be empty: the client's widget needs it")
+		}
+		if cp.Timeout <= 0 || cp.Timeout > 10*time.Second {
+			bad("challenge.captcha.timeout", "must be more than 0 and at most 10s, got %s", cp.Timeout)
+		}
+	}
 	for i := range c.Rules {
+		if r := &c.Rules[i]; r.Mode == ModeChallenge && r.Action != "login" && c.Challenge.Captcha == nil {
+			bad(fmt.Sprintf("rules[%d] (%s).mode", i, r.Name), "a %s rule in mode challenge asks for a CAPTCHA: configure challenge.captcha (logins are challenged with a step-up code)", r.Action)
+		}
 		c.Rules[i].validate(fmt.Sprintf("rules[%d]", i), bad)
 		if r := &c.Rules[i]; c.Network.ASNDatabase == "" && (slices.Contains(r.Key, "asn") || r.Of == "asn") {
 			bad(fmt.Sprintf("rules[%d] (%s).key", i, r.Name), "the asn dimension needs an ASN database: set network.asnDatabase to the path of a MaxMind-format file (GeoLite2-ASN or DB-IP ASN Lite)")
@@ -670,8 +739,16 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 	default:
 		bad(at+".count", "must be %q or %q, got %q", CountRequests, CountFailures, r.Count)
 	}
+	switch {
+	case r.Mode == ModeChallenge && r.Fallback != "deny" && r.Fallback != "allow":
+		bad(at+".fallback", "must be deny or allow, got %q", r.Fallback)
+	case r.Mode != ModeChallenge && r.Fallback != "":
+		bad(at+".fallback", "only applies to mode challenge")
+	case r.Mode == ModeChallenge && r.Lease != nil:
+		bad(at+".lease", "does not apply to mode challenge")
+	}
 	switch r.Mode {
-	case ModeEnforce, ModeShadow:
+	case ModeEnforce, ModeShadow, ModeChallenge:
 		if r.Overage != 0 {
 			bad(at+".overage", "only applies to mode soft")
 		}
@@ -680,7 +757,7 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 			bad(at+".overage", "must be more than 0%% and at most 1000%%, got %g%%", float64(r.Overage)*100)
 		}
 	default:
-		bad(at+".mode", "must be enforce, shadow or soft, got %q", r.Mode)
+		bad(at+".mode", "must be enforce, shadow, soft or challenge, got %q", r.Mode)
 	}
 	for k, vs := range r.When {
 		if !slices.Contains(Filters, k) {

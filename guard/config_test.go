@@ -81,7 +81,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{rule(", count: failures, lockout: {initial: 1h, factor: 2, max: 1m}"), "rules[0] (r).lockout.max"},
 		{rule(", count: failures, algorithm: concurrency"), "rules[0] (r).count: failures cannot be counted with the concurrency algorithm"},
 		{rule(", count: successes"), `rules[0] (r).count: must be "requests" or "failures"`},
-		{rule(", mode: dry-run"), `rules[0] (r).mode: must be enforce, shadow or soft`},
+		{rule(", mode: dry-run"), `rules[0] (r).mode: must be enforce, shadow, soft or challenge`},
 		{rule(", overage: 10%"), "rules[0] (r).overage: only applies to mode soft"},
 		{rule(", when: {country: US}"), "rules[0] (r).when.country: unknown filter"},
 		{rule(", onStoreError: ignore"), `rules[0] (r).onStoreError: must be deny or allow`},
@@ -118,6 +118,13 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{rule(", when: {device: known}"), `rules[0] (r).when.device: "known" is not trusted or untrusted`},
 		{rule(", algorithm: distinct, of: device"), "rules[0] (r).of: devices cannot be counted"},
 		{"devices: {ttl: 10m}", "devices.ttl: must be 1h to 400 days"},
+		// SPEC section 11
+		{"rules:\n  - {name: r, action: otp.send, key: [ip], limit: 5, window: 1m, mode: challenge}\n", "rules[0] (r).mode: a otp.send rule in mode challenge asks for a CAPTCHA: configure challenge.captcha"},
+		{rule(", mode: challenge, fallback: maybe"), `rules[0] (r).fallback: must be deny or allow, got "maybe"`},
+		{rule(", fallback: allow"), "rules[0] (r).fallback: only applies to mode challenge"},
+		{"challenge: {captcha: {provider: recaptcha2, siteKey: k}}", `challenge.captcha.provider: must be turnstile, hcaptcha or recaptcha, got "recaptcha2"`},
+		{"challenge: {captcha: {provider: turnstile}}", "challenge.captcha.siteKey: must not be empty"},
+		{"challenge: {captcha: {provider: turnstile, siteKey: k, verifyUrl: 'ftp://x'}}", "challenge.captcha.verifyUrl"},
 	}
 	for _, c := range cases {
 		_, err := ParseConfig([]byte(c.doc))

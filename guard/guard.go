@@ -96,6 +96,9 @@ type Result struct {
 	RetryAfter time.Duration
 	// Locked reports that a lockout denies.
 	Locked bool
+	// Challenged reports that a rule in mode challenge would have denied:
+	// the request is asked for a proof (SPEC section 11), and counted.
+	Challenged bool
 	// StoreError reports that the store failed and the rule's onStoreError
 	// policy decided; Backstop that the policy was allow and the
 	// in-process backstop decided.
@@ -135,6 +138,11 @@ type Decision struct {
 	At time.Time
 	// Device is the request's device attribute: trusted or untrusted.
 	Device string
+	// Challenged reports that an allowed request must prove itself (a
+	// rule in mode challenge would have denied it); ChallengedBy names
+	// the first such rule, and Fallback is its fallback.
+	Challenged             bool
+	ChallengedBy, Fallback string
 }
 
 // Options configure a Guard.
@@ -260,7 +268,7 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 			cr.limit += int64(float64(r.Limit) * float64(r.Overage))
 		}
 		cr.spec = &Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
-			Enforce: r.Mode != ModeShadow, Lockout: r.Lockout, Min: r.Min}
+			Enforce: r.Mode != ModeShadow, Challenge: r.Mode == ModeChallenge, Lockout: r.Lockout, Min: r.Min}
 		if r.Elastic != nil {
 			cr.spec.Elastic = float64(r.Elastic.Ratio)
 		}
@@ -588,12 +596,21 @@ func (a *attempt) decision() Decision {
 	}
 	d.StoreError = a.err
 	for i, r := range a.rules {
-		if res := d.Rules[i]; !res.Allowed && r.spec.Enforce {
+		res := d.Rules[i]
+		switch {
+		case res.Challenged:
+			if !d.Challenged {
+				d.Challenged, d.ChallengedBy, d.Fallback = true, r.Name, r.Fallback
+			}
+		case !res.Allowed && r.spec.Enforce:
 			if d.Allowed {
 				d.Allowed, d.DeniedBy = false, r.Name
 			}
 			d.RetryAfter = max(d.RetryAfter, res.RetryAfter)
 		}
+	}
+	if !d.Allowed {
+		d.Challenged, d.ChallengedBy, d.Fallback = false, "", ""
 	}
 	return d
 }
@@ -653,7 +670,7 @@ func (a *attempt) prune(d *Decision) {
 // lift, is always asked of the store (a login is worth a round trip: the
 // unblocked owner logs in at once, through any process).
 func (r *rule) cacheable() bool {
-	return r.spec.Enforce && r.Algorithm != Concurrency && r.Count == CountRequests && r.Lockout == nil
+	return r.spec.Enforce && !r.spec.Challenge && r.Algorithm != Concurrency && r.Count == CountRequests && r.Lockout == nil
 }
 
 // cached is the decision a cached denial of rules[i] answers: the store is
@@ -803,14 +820,14 @@ func (r *rule) result(o OpResult, member string) Result {
 	res := Result{
 		Rule: r.Name, Mode: r.Mode, Allowed: o.Allowed, Limit: r.Limit, Window: r.Window,
 		Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: o.RetryAfter, Locked: o.Locked,
-		Skipped: o.Skipped, taken: o.Taken, member: member, at: o.Now,
+		Challenged: o.Challenged, Skipped: o.Skipped, taken: o.Taken, member: member, at: o.Now,
 	}
 	if extra := r.limit - r.Limit; extra > 0 {
 		res.Remaining -= extra
 		res.Over = o.Allowed && !o.Skipped && res.Remaining < 0
 	}
 	res.Remaining = max(res.Remaining, 0)
-	if res.Allowed {
+	if res.Allowed || res.Challenged {
 		res.RetryAfter = 0
 	}
 	return res

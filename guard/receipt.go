@@ -2,6 +2,8 @@ package guard
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"strings"
@@ -49,8 +51,8 @@ func (g *Guard) Receipt(d Decision) string {
 }
 
 // SettleReceipt settles the attempt a [Guard.Receipt] describes: Success
-// gives its failures back (and counts them verified on elastic rules),
-// Void undoes them. Rules the configuration no longer has are skipped.
+// gives its failures back (and counts them verified on elastic rules;
+// clears a resetOnSuccess rule), Void undoes them. Rules the configuration no longer has are skipped.
 func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outcome) error {
 	if receipt == "" {
 		return nil
@@ -79,8 +81,12 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		if r == nil || r.Count != CountFailures || len(f[1]) != 22 {
 			continue
 		}
+		k := kind
+		if outcome == Success && r.ResetOnSuccess {
+			k = Unblock // a success proves the pair: its failures and lockouts go
+		}
 		rules = append(rules, r)
-		ops = append(ops, Op{Kind: kind, Spec: r.spec, Tag: f[1], Cost: units, At: time.UnixMicro(at)})
+		ops = append(ops, Op{Kind: k, Spec: r.spec, Tag: f[1], Cost: units, At: time.UnixMicro(at)})
 	}
 	if len(ops) == 0 {
 		return nil
@@ -89,4 +95,13 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		return fmt.Errorf("settle a receipt: %w", err)
 	}
 	return nil
+}
+
+// Derive returns a 256-bit key for label, derived from the deployment
+// secret (HMAC-SHA256): the step-up sessions' encryption key, and the
+// like. Labels name their use; two labels never share a key.
+func (g *Guard) Derive(label string) []byte {
+	m := hmac.New(sha256.New, g.secret)
+	m.Write([]byte("otpguard derive\x00" + label))
+	return m.Sum(nil)
 }

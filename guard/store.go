@@ -95,6 +95,10 @@ type Spec struct {
 	Window time.Duration
 	// Enforce makes a denial of this rule deny the whole batch.
 	Enforce bool
+	// Challenge, with Enforce, turns the rule's denial into a challenge:
+	// the batch is not denied for it, the op takes its units anyway, and
+	// its result says Challenged.
+	Challenge bool
 	// Lockout is the rule's progressive lockout, or nil.
 	Lockout *Lockout
 	// Min is the ratio algorithm's least number of attempts before it
@@ -164,6 +168,9 @@ type OpResult struct {
 	// Inapplicable reports that the Op's Cond did not hold: it did
 	// nothing and decides nothing.
 	Inapplicable bool
+	// Challenged reports that a challenge rule would have denied: the op
+	// took its units (when the batch was allowed) and asks for a proof.
+	Challenged bool
 	// Taken is how many units a Take consumed (Cost plus any lease extra);
 	// 0 when the batch was denied.
 	Taken int64

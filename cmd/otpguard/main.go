@@ -16,6 +16,7 @@
 //	ADMIN_TOKEN        bearer token of the internal routes; unset: they
 //	                   answer 401 to everyone
 //	AUTH               local (default), cognito or http: see authenv.Authenticator
+//	CAPTCHA_SECRET     the secret of challenge.captcha's provider (siteverify)
 //	GUARD_DEBUG_ADDR   optional second listener (e.g. 127.0.0.1:6060) for
 //	                   /debug/vars (expvar: memstats, goroutines) and
 //	                   /debug/pprof/; keep it on loopback
@@ -101,7 +102,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		box = f
 	}
 	handler, err := app.New(ctx, app.Settings{
-		Redis: rdb, Secret: secret, Auth: auth, Admin: app.BearerAdmin(getenv("ADMIN_TOKEN")), Log: log,
+		Redis: rdb, Secret: secret, Auth: auth, Admin: app.BearerAdmin(getenv("ADMIN_TOKEN")), Log: log, CaptchaSecret: getenv("CAPTCHA_SECRET"),
 		Senders: func(guard.Store) (api.Sender, error) { return outbox.New(box, nil), nil },
 	}, cfg, app.Keys{Signing: key})
 	if err != nil {

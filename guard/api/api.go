@@ -84,6 +84,13 @@ type Deps struct {
 	Log *slog.Logger
 	// Observer, when set, is told every decision.
 	Observer Observer
+	// Blobs holds challenged logins and spent CAPTCHA tokens; nil where
+	// no rule challenges (a challenged login then takes its rule's
+	// fallback).
+	Blobs Blobs
+	// Captcha verifies CAPTCHA tokens (challenge.captcha); nil when none
+	// is configured.
+	Captcha Captcha
 }
 
 // Server is the API. Build it with [NewServer].
@@ -185,5 +192,6 @@ func requestID(ctx context.Context) string {
 
 // isPublic reports whether a path is a browser-facing route.
 func isPublic(p string) bool {
-	return !strings.HasPrefix(p, "/v1/decisions") && !strings.HasPrefix(p, "/v1/outcomes") && !strings.HasPrefix(p, "/v1/blocks/")
+	return !strings.HasPrefix(p, "/v1/decisions") && !strings.HasPrefix(p, "/v1/outcomes") && !strings.HasPrefix(p, "/v1/blocks/") &&
+		!strings.HasPrefix(p, "/v1/devices/")
 }

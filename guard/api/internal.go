@@ -93,6 +93,12 @@ type decisionResponse struct {
 	// Device is the request's device attribute (trusted or untrusted)
 	// when a rule asked for it.
 	Device string `json:"device,omitempty"`
+	// Challenge is, for an allowed request a rule in mode challenge
+	// flagged, the proof to ask for: otp (a step-up code, for a login
+	// whose password is right) or captcha.
+	Challenge string `json:"challenge,omitempty"`
+	// ChallengedBy names that rule.
+	ChallengedBy string `json:"challengedBy,omitempty"`
 }
 
 type ruleState struct {
@@ -145,6 +151,12 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 		rec.outcome = "denied"
 	}
 	out := decisionResponse{Allowed: d.Allowed, DeniedBy: d.DeniedBy, RetryAfter: seconds(d.RetryAfter), Lease: d.Lease, Rules: []ruleState{}, Device: d.Device}
+	if d.Challenged {
+		out.Challenge, out.ChallengedBy, rec.outcome = "captcha", d.ChallengedBy, "challenged"
+		if req.Action == "login" {
+			out.Challenge = "otp"
+		}
+	}
 	closest := -1
 	for i, res := range d.Rules {
 		out.Rules = append(out.Rules, ruleState{res.Rule, res.Allowed, res.Remaining, seconds(res.ResetAfter), res.Skipped})

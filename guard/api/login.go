@@ -77,9 +77,21 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
 		return
 	}
+	if rec.decision.Challenged && res.Challenge == nil {
+		// a challenge rule flagged the login and the password is right:
+		// the result waits for a step-up code
+		s.stepUp(ctx, w, rec, req, account, presented, res)
+		return
+	}
 	s.settle(ctx, req, rec.decision, guard.Success)
+	s.loginAnswer(ctx, w, rec, account, presented, res, rec.decision.At)
+}
+
+// loginAnswer writes a successful login's answer: the authenticator's
+// result and the account's device token (issued at the store time at).
+func (s *Server) loginAnswer(ctx context.Context, w http.ResponseWriter, rec *record, account, presented string, res guard.LoginResult, at time.Time) {
 	device := func() string {
-		return s.deviceToken(ctx, w, account, presented, rec.decision.At)
+		return s.deviceToken(ctx, w, account, presented, at)
 	}
 	switch {
 	case res.Passthrough != nil:
@@ -104,7 +116,6 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case res.Token && s.Tokens == nil:
 		s.fail(w, rec, problem("not_ready", "this deployment signs no tokens here"))
 	case res.Token:
-		at := rec.decision.At
 		if at.IsZero() {
 			at = time.Now() // no rule asked the store: nothing else tells the time
 		}
@@ -136,10 +147,10 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 	rec := newRecord("signup")
 	defer s.logDecision(r.Context(), rec)
 	var in struct {
-		Email, Password string
-		Attributes      map[string]string
+		Email, Password, CaptchaToken string
+		Attributes                    map[string]string
 	}
-	body, p := s.body(w, r, fields{"email": &in.Email, "password": &in.Password, "attributes": &in.Attributes})
+	body, p := s.body(w, r, fields{"email": &in.Email, "password": &in.Password, "attributes": &in.Attributes, "captchaToken": &in.CaptchaToken})
 	if p != nil {
 		s.fail(w, rec, p)
 		return
@@ -173,6 +184,12 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if rec.decision.Challenged {
+		if answer := s.challengeCaptcha(ctx, rec, in.CaptchaToken, req.Subject.IP); answer != nil {
+			answer(w)
+			return
+		}
+	}
 	err = s.Auth.SignUp(ctx, guard.SignUp{
 		Email: dest.Address, Password: in.Password, Attributes: in.Attributes, Body: body,
 		ClientIP: req.Subject.IP, UserAgent: r.UserAgent(),

@@ -40,8 +40,8 @@ type verifyResponse struct {
 func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	rec := newRecord("otp.send")
 	defer s.logDecision(r.Context(), rec)
-	var in struct{ Channel, To, Purpose, Locale string }
-	if p := decode(w, r, fields{"channel": &in.Channel, "to": &in.To, "purpose": &in.Purpose, "locale": &in.Locale}); p != nil {
+	var in struct{ Channel, To, Purpose, Locale, CaptchaToken string }
+	if p := decode(w, r, fields{"channel": &in.Channel, "to": &in.To, "purpose": &in.Purpose, "locale": &in.Locale, "captchaToken": &in.CaptchaToken}); p != nil {
 		s.fail(w, rec, p)
 		return
 	}
@@ -72,6 +72,12 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if rec.decision.Challenged {
+		if answer := s.challengeCaptcha(ctx, rec, in.CaptchaToken, req.Subject.IP); answer != nil {
+			answer(w) // the send stays counted: unproven, it is a failure
+			return
+		}
+	}
 	// the send counts on the failure-counting send rules until the verify
 	// that approves this code settles its receipt
 	code, err := s.Codes.Issue(ctx, dest, in.Purpose, s.Guard.Receipt(rec.decision))

@@ -45,6 +45,8 @@ var problemTypes = map[string]struct {
 	"unauthorized":           {http.StatusUnauthorized, "Unauthorized"},
 	"internal_error":         {http.StatusInternalServerError, "Internal error"},
 	"not_ready":              {http.StatusServiceUnavailable, "Not ready"},
+	"challenge_required":     {http.StatusForbidden, "Challenge required"},
+	"captcha_unavailable":    {http.StatusServiceUnavailable, "CAPTCHA provider unavailable"},
 }
 
 // WriteProblem writes the problem answer of code (one of the codes above)
@@ -108,6 +110,15 @@ func (p *Problem) write(w http.ResponseWriter) {
 	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeProblemBody writes a problem answer whose body has members beyond
+// Problem's (challenge_required).
+func writeProblemBody(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -17,6 +17,7 @@ var routeTable = []route{
 	{http.MethodPost, "/v1/otp/send", false, func(s *Server) http.HandlerFunc { return s.handleSend }},
 	{http.MethodPost, "/v1/otp/verify", false, func(s *Server) http.HandlerFunc { return s.handleVerify }},
 	{http.MethodPost, "/v1/login", false, func(s *Server) http.HandlerFunc { return s.handleLogin }},
+	{http.MethodPost, "/v1/login/challenge", false, func(s *Server) http.HandlerFunc { return s.handleLoginChallenge }},
 	{http.MethodPost, "/v1/signup", false, func(s *Server) http.HandlerFunc { return s.handleSignup }},
 	{http.MethodGet, "/.well-known/jwks.json", false, func(s *Server) http.HandlerFunc { return s.handleJWKS }},
 	{http.MethodGet, "/healthz", false, func(s *Server) http.HandlerFunc { return s.handleHealth }},

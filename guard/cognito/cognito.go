@@ -24,10 +24,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
@@ -89,7 +91,40 @@ func (a *Authenticator) Login(ctx context.Context, l guard.Login) (guard.LoginRe
 	if r.RefreshToken != nil {
 		res["refreshToken"] = *r.RefreshToken
 	}
-	return guard.LoginResult{Fields: map[string]any{"authenticationResult": res}}, nil
+	out2 := guard.LoginResult{Fields: map[string]any{"authenticationResult": res}}
+	out2.VerifiedEmail, out2.VerifiedPhone = verified(aws.ToString(r.IdToken))
+	return out2, nil
+}
+
+// verified reads the ID token Cognito just answered (over TLS, to this
+// call: its signature is Cognito's business here) for the addresses the
+// user pool marks verified.
+func verified(idToken string) (email, phone string) {
+	parts := strings.Split(idToken, ".")
+	if len(parts) != 3 {
+		return "", ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", ""
+	}
+	var c struct {
+		Email         string `json:"email"`
+		EmailVerified any    `json:"email_verified"`
+		Phone         string `json:"phone_number"`
+		PhoneVerified any    `json:"phone_number_verified"`
+	}
+	if json.Unmarshal(raw, &c) != nil {
+		return "", ""
+	}
+	yes := func(v any) bool { return v == true || v == "true" }
+	if yes(c.EmailVerified) {
+		email = c.Email
+	}
+	if yes(c.PhoneVerified) {
+		phone = c.Phone
+	}
+	return email, phone
 }
 
 // SignUp implements api.Authenticator: Cognito then sends its own

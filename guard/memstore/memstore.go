@@ -190,14 +190,18 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 		p.ok = ok
 		p.res = [6]int64{b2i(ok), rem, reset, retry, b2i(locked), 0}
 		if p.Spec.Enforce && !ok {
-			allowed = false
+			if p.Spec.Challenge {
+				p.res[0] = 4 // challenged: takes anyway, does not deny
+			} else {
+				allowed = false
+			}
 		}
 	}
 
 	for _, p := range all {
 		switch p.Kind {
 		case guard.Take:
-			if p.res[0] != 1 {
+			if p.res[0] != 1 && p.res[0] != 4 {
 				break
 			}
 			if !allowed {
@@ -218,7 +222,7 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 			p.commit(now, n)
 			p.res[5] = n
 		case guard.Peek:
-			if p.res[0] == 1 {
+			if p.res[0] == 1 || p.res[0] == 4 {
 				p.untake()
 			}
 		case guard.Strike:
@@ -266,7 +270,7 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 	for i, p := range all {
 		r := p.res
 		out[i] = guard.OpResult{
-			Allowed: r[0] != 0, Skipped: r[0] == 2, Inapplicable: r[0] == 3, Remaining: r[1], ResetAfter: us(r[2]), RetryAfter: us(r[3]),
+			Allowed: r[0] != 0 && r[0] != 4, Skipped: r[0] == 2, Inapplicable: r[0] == 3, Challenged: r[0] == 4, Remaining: r[1], ResetAfter: us(r[2]), RetryAfter: us(r[3]),
 			Locked: r[4] == 1, Taken: r[5], Now: t,
 		}
 	}

@@ -38,6 +38,9 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 		{ID: "pr", Algorithm: guard.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second},
 		{ID: "el", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true, Elastic: 0.5},
 		{ID: "pe", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second, Elastic: 1.5},
+		// challenge rules: their denial takes anyway and denies nothing
+		{ID: "ch", Algorithm: guard.FixedWindow, Limit: 2, Window: w, Enforce: true, Challenge: true},
+		{ID: "cr", Algorithm: guard.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Challenge: true, Lockout: nil},
 	}
 	// an account's device tokens: 20s of life
 	devices := &guard.Spec{ID: "dv", Algorithm: guard.Devices, Window: 20 * time.Second}
@@ -46,9 +49,10 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 	counts := map[string]int{}
 	defer func() {
 		for _, want := range []string{"t ratio false false", "t ratio true false", "t sliding_window true true",
-			"r sliding_window true false", "c ratio true false", "r ratio true false", "d devices true false", "d devices false false", "D devices true false"} {
+			"r sliding_window true false", "c ratio true false", "r ratio true false", "d devices true false", "d devices false false", "D devices true false",
+			"t fixed_window false false challenged", "t ratio false false challenged"} {
 			if counts[want] == 0 && !t.Failed() {
-				t.Errorf("no step was %q (kind, algorithm, allowed, inapplicable): the comparison does not cover it", want)
+				t.Errorf("no step was %q (kind, algorithm, allowed, inapplicable, challenged): the comparison does not cover it", want)
 			}
 		}
 	}()
@@ -168,7 +172,11 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 							step, i, batch[i].Kind, batch[i].Spec.Algorithm, batch[i].Spec.Packed, batch[i].Tag[0], batch[i].Cost,
 							batch[i].Extra, batch[i].Member, w, g)
 					}
-					counts[fmt.Sprint(batch[i].Kind, " ", batch[i].Spec.Algorithm, " ", want[i].Allowed, " ", want[i].Inapplicable)]++
+					k := fmt.Sprint(batch[i].Kind, " ", batch[i].Spec.Algorithm, " ", want[i].Allowed, " ", want[i].Inapplicable)
+					if want[i].Challenged {
+						k += " challenged"
+					}
+					counts[k]++
 					if batch[i].Kind == guard.Take && want[i].Taken > 0 {
 						takes = append(takes, taken{batch[i], want[i].Taken, want[i].Now})
 					}

@@ -589,18 +589,19 @@ local SPEC, DYN = 1, 2
 local NA = 2
 
 -- A rule's unchanging arguments come as one string,
--- "alg|limit|window|enforce|field|ttl|lock|min|elastic" (lock: "initial
--- factor max reset" or empty; min: the ratio's; elastic: the ratio of
--- successes an elastic limit follows, or empty), parsed once: a FUNCTION library keeps SPECS from call
+-- "alg|limit|window|enforce|field|ttl|lock|min|elastic|challenge" (lock:
+-- "initial factor max reset" or empty; min: the ratio's; elastic: the
+-- ratio of successes an elastic limit follows, or empty; challenge: 1 when
+-- the rule's denial is a challenge), parsed once: a FUNCTION library keeps SPECS from call
 -- to call (bounded), a script call parses each spec it sees once.
 local SPECS, NSPECS = {}, 0
 
 local function spec(s)
   local sp = SPECS[s]
   if sp then return sp end
-  local alg, limit, window, enforce, f, ttl, lock, mn, el = string.match(s, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local alg, limit, window, enforce, f, ttl, lock, mn, el, ch = string.match(s, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
   sp = {alg = alg, limit = tonumber(limit), window = tonumber(window), enforce = enforce == '1', f = f,
-    ttl = tonumber(ttl), packed = f ~= '', min = tonumber(mn) or 0, elastic = tonumber(el)}
+    ttl = tonumber(ttl), packed = f ~= '', min = tonumber(mn) or 0, elastic = tonumber(el), challenge = ch == '1'}
   if lock ~= '' then
     local l, j = {}, 1
     for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
@@ -610,7 +611,7 @@ local function spec(s)
   -- a small table per op, not a copy of the spec
   sp.mt = {__index = sp}
   -- a take of this rule runs take-first (fw_take)
-  sp.takefirst = alg == 'fw' and not sp.packed and not sp.lock
+  sp.takefirst = alg == 'fw' and not sp.packed and not sp.lock and not sp.challenge
   if NSPECS >= 1024 then SPECS, NSPECS = {}, 0 end
   SPECS[s], NSPECS = sp, NSPECS + 1
   return sp
@@ -686,7 +687,9 @@ local function device_trusted(op)
 end
 
 -- The reply: {batch allowed, now, then 6 fields per op: allowed (0, 1;
--- 2 = skipped; 3 = not applicable: its device condition failed), remaining, reset, retry, locked (0/1), taken}. It is
+-- 2 = skipped; 3 = not applicable: its device condition failed; 4 =
+-- challenged: a challenge rule that would deny, which takes anyway and
+-- does not deny the batch), remaining, reset, retry, locked (0/1), taken}. It is
 -- written in place: op i's fields are out[j + 1] .. out[j + 6], j = 2 +
 -- 6 (i - 1), all of them set in order first (a hole would end the reply).
 
@@ -739,7 +742,9 @@ local function batch(keys, args)
           ok, rem, reset, retry, locked = check(op, op.cost)
         end
         out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = ok and 1 or 0, rem, reset, retry, locked and 1 or 0
-        if op.enforce and not ok then allowed = false end
+        if op.enforce and not ok then
+          if op.challenge then out[j + 1] = 4 else allowed = false end
+        end
       end
     end
   end
@@ -749,7 +754,7 @@ local function batch(keys, args)
     local op, j = ops[i], 2 + 6 * (i - 1)
     local kind, alg = op.kind, A[op.alg]
     if kind == 't' then
-      if out[j + 1] == 1 then
+      if out[j + 1] == 1 or out[j + 1] == 4 then
         if allowed then
           local take = op.cost
           if op.alg == 'ds' then
@@ -771,7 +776,7 @@ local function batch(keys, args)
         end
       end
     elseif kind == 'p' then
-      if out[j + 1] == 1 then untake(op, out, j) end
+      if out[j + 1] == 1 or out[j + 1] == 4 then untake(op, out, j) end
     elseif kind == 's' then
       local l = lock_until(op)
       if l > 0 then
@@ -869,9 +874,45 @@ local function code_check(keys, args)
   return {2, now, ''}
 end
 
+---------------------------------------------------------------------------
+-- Blobs: a held login result (encrypted by the client) and spent CAPTCHA
+-- tokens, one key each, with a TTL. ARGV[1] is the time slot (unused).
+
+-- blob_put: KEYS[1]; ARGV: -, value, TTL in ms.
+local function blob_put(keys, args)
+  redis.call('SET', keys[1], args[2], 'PX', args[3])
+  return 1
+end
+
+-- blob_get: KEYS[1] → {value}, or {} when there is none.
+local function blob_get(keys)
+  local v = redis.call('GET', keys[1])
+  if v then return {v} end
+  return {}
+end
+
+-- blob_del: KEYS[1] → 1 when this call deleted it (one caller wins).
+local function blob_del(keys)
+  return redis.call('DEL', keys[1])
+end
+
+-- blob_once: KEYS[1]; ARGV: -, TTL in ms → 1 the first time, else 0.
+local function blob_once(keys, args)
+  if redis.call('SET', keys[1], '1', 'NX', 'PX', args[2]) then return 1 end
+  return 0
+end
+
 if ENTRY == 'batch' then return batch(KEYS, ARGV) end
 if ENTRY == 'code_put' then return code_put(KEYS, ARGV) end
 if ENTRY == 'code_check' then return code_check(KEYS, ARGV) end
+if ENTRY == 'blob_put' then return blob_put(KEYS, ARGV) end
+if ENTRY == 'blob_get' then return blob_get(KEYS, ARGV) end
+if ENTRY == 'blob_del' then return blob_del(KEYS, ARGV) end
+if ENTRY == 'blob_once' then return blob_once(KEYS, ARGV) end
 redis.register_function(VERSION .. '_batch', batch)
 redis.register_function(VERSION .. '_code_put', code_put)
 redis.register_function(VERSION .. '_code_check', code_check)
+redis.register_function(VERSION .. '_blob_put', blob_put)
+redis.register_function(VERSION .. '_blob_get', blob_get)
+redis.register_function(VERSION .. '_blob_del', blob_del)
+redis.register_function(VERSION .. '_blob_once', blob_once)

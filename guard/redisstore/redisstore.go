@@ -339,7 +339,7 @@ func parseReply(v any, idx []int, res []guard.OpResult) (bool, error) {
 	for j, i := range idx {
 		f := n[2+replyPerOp*j:]
 		res[i] = guard.OpResult{
-			Allowed: f[0] != 0, Skipped: f[0] == 2, Inapplicable: f[0] == 3, Remaining: f[1], ResetAfter: us(f[2]), RetryAfter: us(f[3]),
+			Allowed: f[0] != 0 && f[0] != 4, Skipped: f[0] == 2, Inapplicable: f[0] == 3, Challenged: f[0] == 4, Remaining: f[1], ResetAfter: us(f[2]), RetryAfter: us(f[3]),
 			Locked: f[4] == 1, Taken: f[5], Now: now,
 		}
 	}

@@ -24,9 +24,13 @@ const (
 	entryBatch     = "batch"
 	entryCodePut   = "code_put"
 	entryCodeCheck = "code_check"
+	entryBlobPut   = "blob_put"
+	entryBlobGet   = "blob_get"
+	entryBlobDel   = "blob_del"
+	entryBlobOnce  = "blob_once"
 )
 
-var entries = []string{entryBatch, entryCodePut, entryCodeCheck}
+var entries = []string{entryBatch, entryCodePut, entryCodeCheck, entryBlobPut, entryBlobGet, entryBlobDel, entryBlobOnce}
 
 // Client is the part of go-redis the stores use; *redis.Client,
 // *redis.ClusterClient and *redis.Ring all fit.

@@ -73,6 +73,14 @@ func (a *Authenticator) post(ctx context.Context, to string, body []byte, ip, us
 	return resp, b, nil
 }
 
+// The headers of the app's login answer that name the account's verified
+// addresses, where a step-up code goes (SPEC section 11); they are not
+// relayed to the client.
+const (
+	VerifiedEmailHeader = "X-Otpguard-Verified-Email"
+	VerifiedPhoneHeader = "X-Otpguard-Verified-Phone"
+)
+
 // Login implements api.Authenticator.
 func (a *Authenticator) Login(ctx context.Context, l guard.Login) (guard.LoginResult, error) {
 	resp, body, err := a.post(ctx, a.login, l.Body, l.ClientIP.String(), l.UserAgent)
@@ -83,7 +91,7 @@ func (a *Authenticator) Login(ctx context.Context, l guard.Login) (guard.LoginRe
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return guard.LoginResult{Passthrough: &guard.Passthrough{
 			Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: body, Cookies: resp.Header.Values("Set-Cookie"),
-		}}, nil
+		}, VerifiedEmail: resp.Header.Get(VerifiedEmailHeader), VerifiedPhone: resp.Header.Get(VerifiedPhoneHeader)}, nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return guard.LoginResult{}, guard.ErrInvalidCredentials
 	}

@@ -166,7 +166,8 @@ func (s *Store) Login(_ context.Context, l guard.Login) (guard.LoginResult, erro
 	if err := bcrypt.CompareHashAndPassword(h, prepare(l.Password)); err != nil || !ok {
 		return guard.LoginResult{}, guard.ErrInvalidCredentials
 	}
-	return guard.LoginResult{Token: true}, nil
+	// only a confirmed account logs in: its address is its owner's
+	return guard.LoginResult{Token: true, VerifiedEmail: u.name}, nil
 }
 
 // SignUp implements api.Authenticator: a new user is created

@@ -25,6 +25,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/asndb"
+	"github.com/otpguard/otpguard/guard/captcha"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -56,6 +57,12 @@ type Settings struct {
 	// Redis that is not there yet is no error: the store loads it on first
 	// use. Default 2s.
 	PreloadTimeout time.Duration
+	// CaptchaSecret is challenge.captcha's secret (CAPTCHA_SECRET, or the
+	// Secrets Manager secret on AWS); required when the config has one.
+	CaptchaSecret string
+	// HTTP is the client of outbound calls (the CAPTCHA provider); nil:
+	// http.DefaultClient.
+	HTTP *http.Client
 	// Clock, when set, is the time of the process's own state (deny
 	// cache, leases, backstop): the simulator's virtual clock. Default:
 	// the process clock, the backstop in the store's time.
@@ -153,9 +160,17 @@ func (a *App) Reload(cfg guard.Config, keys Keys) error {
 			return err
 		}
 	}
+	var verifier api.Captcha
+	if cp := cfg.Challenge.Captcha; cp != nil {
+		v, err := captcha.New(*cp, a.s.CaptchaSecret, a.s.HTTP)
+		if err != nil {
+			return err
+		}
+		verifier = v
+	}
 	srv, err := api.NewServer(api.Deps{
 		Config: cfg, Guard: g, Codes: codes, Tokens: signer, Sender: a.sender, Auth: a.s.Auth, Admin: a.s.Admin,
-		Health: a.s.Health, Log: a.s.Log, Observer: a.s.Observer,
+		Health: a.s.Health, Log: a.s.Log, Observer: a.s.Observer, Blobs: redisstore.NewBlobs(a.s.Redis), Captcha: verifier,
 	})
 	if err != nil {
 		return err

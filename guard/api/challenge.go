@@ -1,0 +1,366 @@
+package api
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/otp"
+)
+
+// Challenges (SPEC section 11). A rule in mode challenge that would deny
+// asks for a proof instead: a login whose password is right gets a
+// step-up code at the account's verified address and its result is held
+// until the code comes back (POST /v1/login/challenge); a send or a signup
+// gets 403 challenge_required and repeats itself with a solved CAPTCHA.
+
+// Blobs keeps the held logins and the spent CAPTCHA tokens
+// (redisstore.Blobs).
+type Blobs interface {
+	Put(ctx context.Context, key string, value []byte, ttl time.Duration) error
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	Delete(ctx context.Context, key string) (bool, error)
+	Once(ctx context.Context, key string, ttl time.Duration) (bool, error)
+}
+
+// Captcha verifies a solved CAPTCHA's token with its provider.
+type Captcha interface {
+	// Verify returns nil for a token the provider accepts,
+	// ErrCaptchaRejected for one it refuses (unsolved, expired, used, for
+	// another site), or another error when the provider cannot say.
+	Verify(ctx context.Context, token string, remoteIP netip.Addr) error
+	// SiteKey and Provider are what the client's widget needs.
+	SiteKey() string
+	Provider() string
+}
+
+// ErrCaptchaRejected: the provider refused the token.
+var ErrCaptchaRejected = errors.New("the CAPTCHA was not solved")
+
+// heldLogin is a challenged login waiting for its code, sealed in Redis.
+type heldLogin struct {
+	Account   string            `json:"a"`
+	To        string            `json:"t"`
+	Channel   string            `json:"c"`
+	Receipt   string            `json:"r"`
+	Presented string            `json:"p,omitempty"`
+	Result    guard.LoginResult `json:"x"`
+}
+
+// sessionLen is a session id's length: 128 random bits, base64url.
+const sessionLen = 22
+
+// sessionKey is the Redis key and the AEAD's associated data of a session
+// (a keyed hash of it: the id itself is never stored), and the purpose its
+// code is issued under (so a code opens its own session only).
+func (s *Server) sessionKey(session string) (key, purpose string) {
+	m := hmac.New(sha256.New, s.Guard.Derive("step-up session ids"))
+	m.Write([]byte(session))
+	tag := base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	return "og:{" + tag + "}:ch", "stepup." + tag
+}
+
+func (s *Server) aead() (cipher.AEAD, error) {
+	b, err := aes.NewCipher(s.Guard.Derive("step-up sessions aes-256-gcm"))
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(b)
+}
+
+// seal encrypts h (AES-256-GCM, a random nonce, the key as associated
+// data): Redis holds nothing of the result, the account or the address in
+// clear.
+func (s *Server) seal(h heldLogin, key string) ([]byte, error) {
+	plain, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.aead()
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, a.NonceSize(), a.NonceSize()+len(plain)+a.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return a.Seal(nonce, nonce, plain, []byte(key)), nil
+}
+
+func (s *Server) open(blob []byte, key string) (heldLogin, error) {
+	var h heldLogin
+	a, err := s.aead()
+	if err != nil {
+		return h, err
+	}
+	if len(blob) < a.NonceSize() {
+		return h, errors.New("short")
+	}
+	plain, err := a.Open(nil, blob[:a.NonceSize()], blob[a.NonceSize():], []byte(key))
+	if err != nil {
+		return h, err
+	}
+	return h, json.Unmarshal(plain, &h)
+}
+
+// verifiedDestination is where a step-up code for res can go: the
+// verified email, else the verified phone.
+func (s *Server) verifiedDestination(res guard.LoginResult) (guard.Destination, bool) {
+	if res.VerifiedEmail != "" {
+		if d, err := guard.ParseEmail(res.VerifiedEmail); err == nil {
+			return d, true
+		}
+	}
+	if res.VerifiedPhone != "" {
+		if d, err := guard.ParsePhone(res.VerifiedPhone, s.policy); err == nil {
+			return d, true
+		}
+	}
+	return guard.Destination{}, false
+}
+
+// challengeResponse is the 200 of a challenged login.
+type challengeResponse struct {
+	Status        string `json:"status"`
+	ChallengeName string `json:"challengeName"`
+	Session       string `json:"session"`
+	To            string `json:"to"`
+}
+
+// stepUp answers a login that a challenge rule flagged and whose password
+// was right: a code to the account's verified address and the result
+// held, or the rule's fallback when there is no such address (or no way
+// to send).
+func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, account, presented string, res guard.LoginResult) {
+	d := rec.decision
+	dest, ok := s.verifiedDestination(res)
+	if !ok || s.Sender == nil || s.Blobs == nil {
+		if d.Fallback == "allow" {
+			s.settle(ctx, req, d, guard.Success)
+			s.loginAnswer(ctx, w, rec, account, presented, res, d.At)
+			return
+		}
+		s.settle(ctx, req, d, guard.Failure)
+		rec.outcome = "challenge_failed:no_address"
+		s.fail(w, rec, rateLimited(d.ChallengedBy, s.challengeRetry(d)))
+		return
+	}
+	session := newSession()
+	key, purpose := s.sessionKey(session)
+	code, err := s.Codes.Issue(ctx, dest, purpose, "")
+	var msg guard.Message
+	if err == nil {
+		msg, err = s.message(dest, "login", "", code)
+	}
+	var blob []byte
+	if err == nil {
+		blob, err = s.seal(heldLogin{Account: account, To: dest.Address, Channel: string(dest.Channel),
+			Receipt: s.Guard.Receipt(d), Presented: presented, Result: res}, key)
+	}
+	if err == nil {
+		err = s.Blobs.Put(ctx, key, blob, s.Codes.TTL())
+	}
+	if err == nil {
+		err = s.Sender.Send(ctx, msg)
+	}
+	if err != nil {
+		s.Log.ErrorContext(ctx, "step-up code", "err", err)
+		s.settle(ctx, req, d, guard.Void)
+		s.fail(w, rec, problem("delivery_unavailable", "the step-up code could not be sent; retry later"))
+		return
+	}
+	rec.outcome = "challenged"
+	name := "EMAIL_OTP"
+	if dest.Channel == guard.SMS {
+		name = "SMS_OTP"
+	}
+	writeJSON(w, http.StatusOK, challengeResponse{Status: "challenge", ChallengeName: name, Session: session, To: mask(dest)})
+}
+
+// challengeRetry is the wait a challenge rule's fallback deny names.
+func (s *Server) challengeRetry(d guard.Decision) time.Duration {
+	for _, r := range d.Rules {
+		if r.Rule == d.ChallengedBy {
+			return r.RetryAfter
+		}
+	}
+	return time.Minute
+}
+
+func newSession() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// handleLoginChallenge is POST /v1/login/challenge {"session","code"}:
+// the held result of a challenged login, exactly as /v1/login would have
+// answered, once. A wrong code, an expired, replayed or another
+// account's session: 401 invalid_credentials, the failure counted on the
+// code-guessing rules (otp.verify, for the account's address).
+func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
+	rec := newRecord("login.challenge")
+	defer s.logDecision(r.Context(), rec)
+	var in struct{ Session, Code string }
+	if p := decode(w, r, fields{"session": &in.Session, "code": &in.Code}); p != nil {
+		s.fail(w, rec, p)
+		return
+	}
+	errs := map[string]string{}
+	if in.Session == "" {
+		errs["session"] = "required: the session of the challenge answer"
+	}
+	if n := s.Codes.Length(); len(in.Code) != n || !allDigits(in.Code) {
+		errs["code"] = "must be " + strconv.Itoa(n) + " digits"
+	}
+	if len(errs) > 0 {
+		s.fail(w, rec, invalidRequest(errs))
+		return
+	}
+	ctx := r.Context()
+	refused := func(why string) {
+		rec.outcome = "failed:" + why
+		s.fail(w, rec, problem("invalid_credentials", "the code is wrong, or the challenge is over"))
+	}
+	if s.Blobs == nil || len(in.Session) != sessionLen {
+		refused("session")
+		return
+	}
+	key, purpose := s.sessionKey(in.Session)
+	blob, found, err := s.Blobs.Get(ctx, key)
+	if err != nil {
+		s.Log.ErrorContext(ctx, "read the challenge", "err", err)
+		s.fail(w, rec, storeUnavailable())
+		return
+	}
+	if !found {
+		refused("session")
+		return
+	}
+	held, err := s.open(blob, key)
+	if err != nil {
+		refused("session")
+		return
+	}
+	dest, err := guard.GuessDestination(held.To, s.policy)
+	if err != nil {
+		refused("session")
+		return
+	}
+	// the code-guessing rules apply, for the address the code went to
+	req, p := s.admit(r, rec, otpRequest("otp.verify", dest, "login"), "destination", dest.Key, errs)
+	if p != nil {
+		s.fail(w, rec, p)
+		return
+	}
+	v, err := s.Codes.Verify(ctx, dest, purpose, in.Code)
+	if err != nil {
+		s.Log.ErrorContext(ctx, "check code", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
+		s.fail(w, rec, storeUnavailable())
+		return
+	}
+	switch v.Check {
+	case otp.Approved:
+		s.settle(ctx, req, rec.decision, guard.Success)
+	case otp.Missing:
+		s.settle(ctx, req, rec.decision, guard.Stray)
+		refused("code")
+		return
+	default:
+		s.settle(ctx, req, rec.decision, guard.Failure)
+		refused("code")
+		return
+	}
+	// The code is consumed: one caller got here; the session goes too
+	// (a replay finds nothing).
+	if deleted, err := s.Blobs.Delete(context.WithoutCancel(ctx), key); err != nil || !deleted {
+		refused("replayed")
+		return
+	}
+	if err := s.Guard.SettleReceipt(context.WithoutCancel(ctx), held.Receipt, guard.Success); err != nil {
+		s.Log.ErrorContext(ctx, "settle the challenged login", "err", err)
+	}
+	rec.outcome = "passed"
+	s.loginAnswer(ctx, w, rec, held.Account, held.Presented, held.Result, v.At)
+}
+
+// captchaProblem is the 403 that asks for a solved CAPTCHA.
+type captchaProblem struct {
+	*Problem
+	Challenge string `json:"challenge"`
+	Provider  string `json:"provider"`
+	SiteKey   string `json:"siteKey"`
+}
+
+// challengeCaptcha decides a request a challenge rule flagged that has no
+// second factor (a send, a signup): nil when token is a CAPTCHA its
+// provider accepts (once: a token is spent), else the answer to write. A
+// provider that cannot answer is treated as the rule's onStoreError says.
+func (s *Server) challengeCaptcha(ctx context.Context, rec *record, token string, ip netip.Addr) func(http.ResponseWriter) {
+	ask := func(detail string) func(http.ResponseWriter) {
+		p := problem("challenge_required", detail)
+		cp := captchaProblem{Problem: p, Challenge: "captcha"}
+		if s.Captcha != nil {
+			cp.Provider, cp.SiteKey = s.Captcha.Provider(), s.Captcha.SiteKey()
+		}
+		return func(w http.ResponseWriter) {
+			if rec.outcome == "" {
+				rec.outcome = "challenged"
+			}
+			w.Header().Set("Cache-Control", "no-store")
+			writeProblemBody(w, p.Status, cp)
+		}
+	}
+	if s.Captcha == nil {
+		return ask("solve the CAPTCHA and send its token as captchaToken")
+	}
+	if token == "" {
+		return ask("solve the CAPTCHA and send its token as captchaToken")
+	}
+	if s.Blobs != nil {
+		m := hmac.New(sha256.New, s.Guard.Derive("captcha tokens"))
+		m.Write([]byte(token))
+		first, err := s.Blobs.Once(ctx, "og:{"+base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])+"}:cap", 10*time.Minute)
+		if err == nil && !first {
+			rec.outcome = "challenge_failed:replayed"
+			return ask("this CAPTCHA token was already used; solve a new one")
+		}
+	}
+	switch err := s.Captcha.Verify(ctx, token, ip); {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrCaptchaRejected):
+		rec.outcome = "challenge_failed:captcha"
+		return ask("the CAPTCHA was not solved; solve a new one")
+	default:
+		s.Log.WarnContext(ctx, "captcha provider", "err", err)
+		if s.ruleOnStoreError(rec.decision.ChallengedBy) == "allow" {
+			return nil
+		}
+		rec.outcome = "challenge_failed:unavailable"
+		return func(w http.ResponseWriter) {
+			problem("captcha_unavailable", "the CAPTCHA provider does not answer; retry later").write(w)
+		}
+	}
+}
+
+func (s *Server) ruleOnStoreError(name string) string {
+	for _, r := range s.Config.Rules {
+		if r.Name == name {
+			return r.OnStoreError
+		}
+	}
+	return "deny"
+}
