@@ -339,9 +339,9 @@ const (
 
 // Rule modes and counts.
 const (
-	ModeEnforce   = "enforce"
-	ModeShadow    = "shadow"
-	ModeSoft      = "soft"
+	ModeEnforce = "enforce"
+	ModeShadow  = "shadow"
+	ModeSoft    = "soft"
 	// ModeChallenge: where the rule would deny, the request is asked for
 	// a proof instead (SPEC section 11) and counts as admitted.
 	ModeChallenge = "challenge"
