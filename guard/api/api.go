@@ -61,6 +61,23 @@ type Observer interface {
 	Observe(ctx context.Context, action, outcome string, d guard.Decision)
 }
 
+// ChallengeObserver is an Observer that is also told how the proofs that
+// challenge rules asked for ended: passed or failed.
+type ChallengeObserver interface {
+	Challenge(ctx context.Context, action, rule, outcome string)
+}
+
+// proved tells the observer how a challenge rule's proof ended.
+func (s *Server) proved(ctx context.Context, action, rule string, passed bool) {
+	if o, ok := s.Observer.(ChallengeObserver); ok && rule != "" {
+		outcome := "failed"
+		if passed {
+			outcome = "passed"
+		}
+		o.Challenge(ctx, action, rule, outcome)
+	}
+}
+
 // Deps is what the API is built on; the composition root builds them.
 type Deps struct {
 	Config guard.Config

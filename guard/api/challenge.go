@@ -50,6 +50,7 @@ var ErrCaptchaRejected = errors.New("the CAPTCHA was not solved")
 
 // heldLogin is a challenged login waiting for its code, sealed in Redis.
 type heldLogin struct {
+	Rule      string            `json:"u"` // the challenge rule
 	Account   string            `json:"a"`
 	To        string            `json:"t"`
 	Channel   string            `json:"c"`
@@ -165,7 +166,7 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 	}
 	var blob []byte
 	if err == nil {
-		blob, err = s.seal(heldLogin{Account: account, To: dest.Address, Channel: string(dest.Channel),
+		blob, err = s.seal(heldLogin{Rule: d.ChallengedBy, Account: account, To: dest.Address, Channel: string(dest.Channel),
 			Receipt: s.Guard.Receipt(d), Presented: presented, Result: res}, key)
 	}
 	if err == nil {
@@ -229,8 +230,10 @@ func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	var held heldLogin
 	refused := func(why string) {
 		rec.outcome = "failed:" + why
+		s.proved(ctx, "login", held.Rule, false)
 		s.fail(w, rec, problem("invalid_credentials", "the code is wrong, or the challenge is over"))
 	}
 	if s.Blobs == nil || len(in.Session) != sessionLen {
@@ -248,7 +251,7 @@ func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
 		refused("session")
 		return
 	}
-	held, err := s.open(blob, key)
+	held, err = s.open(blob, key)
 	if err != nil {
 		refused("session")
 		return
@@ -293,6 +296,7 @@ func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
 		s.Log.ErrorContext(ctx, "settle the challenged login", "err", err)
 	}
 	rec.outcome = "passed"
+	s.proved(ctx, "login", held.Rule, true)
 	s.loginAnswer(ctx, w, rec, held.Account, held.Presented, held.Result, v.At)
 }
 
@@ -340,9 +344,11 @@ func (s *Server) challengeCaptcha(ctx context.Context, rec *record, token string
 	}
 	switch err := s.Captcha.Verify(ctx, token, ip); {
 	case err == nil:
+		s.proved(ctx, rec.action, rec.decision.ChallengedBy, true)
 		return nil
 	case errors.Is(err, ErrCaptchaRejected):
 		rec.outcome = "challenge_failed:captcha"
+		s.proved(ctx, rec.action, rec.decision.ChallengedBy, false)
 		return ask("the CAPTCHA was not solved; solve a new one")
 	default:
 		s.Log.WarnContext(ctx, "captcha provider", "err", err)

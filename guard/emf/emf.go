@@ -11,7 +11,9 @@
 //	                                                  delivery_unavailable, invalid_request,
 //	                                                  authenticated, invalid_credentials, ...)
 //	Decisions       dimensions Action, Rule, Outcome (allowed, denied, denied_cached, leased,
-//	                                                  shadow_denied, store_error, skipped)
+//	                                                  shadow_denied, store_error, skipped,
+//	                                                  challenged; and for the proof a
+//	                                                  challenge asked for: passed, failed)
 //	ConfigRejected  (a config or key refresh that was refused)
 //
 // No identifier is ever a dimension or a property.
@@ -87,6 +89,21 @@ func (o *Observer) Observe(_ context.Context, action, outcome string, d guard.De
 	}
 }
 
+// Challenge implements api.ChallengeObserver: a Decisions metric with
+// the outcome of the proof rule asked for (passed, failed).
+func (o *Observer) Challenge(_ context.Context, action, rule, outcome string) {
+	b, err := json.Marshal(map[string]any{
+		"_aws":  metadata{o.now().UnixMilli(), []metricDirective{{Namespace, [][]string{{"Stack", "Action", "Rule", "Outcome"}}, []metric{{"Decisions", "Count"}}}}},
+		"Stack": o.stack, "Action": action, "Rule": rule, "Outcome": outcome, "Decisions": 1,
+	})
+	if err != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, _ = o.w.Write(append(b, '\n'))
+}
+
 // Count writes one of a metric that has only the Stack dimension.
 func (o *Observer) Count(_ context.Context, name string) {
 	b, err := json.Marshal(map[string]any{
@@ -115,6 +132,8 @@ func RuleOutcome(r guard.Result) string {
 		return "skipped"
 	case r.Leased:
 		return "leased"
+	case r.Challenged:
+		return "challenged"
 	case r.Allowed:
 		return "allowed"
 	case r.Mode == guard.ModeShadow:

@@ -69,6 +69,9 @@ type Function struct {
 	// Signs: the function signs tokens (verify) or publishes their public
 	// keys (jwks): it alone reads the signing secret.
 	Signs bool
+	// Captcha: the function may ask for a CAPTCHA (a challenged send or
+	// signup): it reads the provider's secret, when the stack has one.
+	Captcha bool
 }
 
 // Parts are the pieces only some functions link, passed in by their main
@@ -93,12 +96,13 @@ const (
 
 // The functions of template.yaml.
 var (
-	Send    = Function{Name: "send", Senders: Email | SMS, Hashes: true}
-	Verify  = Function{Name: "verify", Hashes: true, Signs: true}
-	Jwks    = Function{Name: "jwks", Signs: true}
-	Health  = Function{Name: "health"}
-	Login   = Function{Name: "login", Auth: true, Hashes: true}
-	Signup  = Function{Name: "signup", Auth: true, Hashes: true}
+	Send   = Function{Name: "send", Senders: Email | SMS, Hashes: true, Captcha: true}
+	Verify = Function{Name: "verify", Hashes: true, Signs: true}
+	Jwks   = Function{Name: "jwks", Signs: true}
+	Health = Function{Name: "health"}
+	// login sends the step-up codes of challenged logins (SPEC section 11)
+	Login   = Function{Name: "login", Auth: true, Hashes: true, Senders: Email | SMS}
+	Signup  = Function{Name: "signup", Auth: true, Hashes: true, Captcha: true}
 	Backend = Function{Name: "backend", Internal: true, Hashes: true}
 )
 
@@ -127,6 +131,9 @@ func Vars(fn Function) []string {
 	if fn.Auth {
 		v = append(v, "AUTH", "COGNITO_USER_POOL_ID", "COGNITO_CLIENT_ID", "COGNITO_CLIENT_SECRET_ID", "AUTH_UPSTREAM_URL",
 			"AUTH_UPSTREAM_PORT", "AUTH_TIMEOUT")
+	}
+	if fn.Captcha {
+		v = append(v, "CAPTCHA_SECRET_ID")
 	}
 	return v
 }
@@ -286,6 +293,11 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
 
 	s := app.Settings{Redis: rdb, Secret: hash, Log: log, Observer: rt.metrics}
+	if id := getenv("CAPTCHA_SECRET_ID"); fn.Captcha && id != "" {
+		if s.CaptchaSecret, err = sm.get(ctx, id, ""); err != nil {
+			return nil, failed("the CAPTCHA secret", err)
+		}
+	}
 	if fn.Senders != 0 {
 		if p.Senders == nil {
 			return nil, fmt.Errorf("function %s delivers codes but was built without senders", fn.Name)
