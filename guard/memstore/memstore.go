@@ -474,9 +474,11 @@ func us(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 // untake reports what an allowed op leaves when nothing is taken: the
 // units back, and the state's end as it stands (0 when empty).
 func (p *op) untake() {
-	if p.Spec.Algorithm != guard.Distinct {
+	switch {
+	case p.res[0] != 1: // challenged: its remaining is the state as it stands
+	case p.Spec.Algorithm != guard.Distinct:
 		p.res[1] += p.cost
-	} else if !p.seen {
+	case !p.seen:
 		p.res[1]++
 	}
 	now, st := p.now, p.st

@@ -697,7 +697,9 @@ end
 -- units back, and the state's end as it stands (0 when empty), not as the
 -- take would have made it.
 local function untake(op, out, j)
-  if op.alg ~= 'ds' then out[j + 2] = out[j + 2] + op.cost elseif not op.seen then out[j + 2] = out[j + 2] + 1 end
+  -- (a challenged op's remaining is already the state as it stands)
+  if out[j + 1] ~= 1 then
+  elseif op.alg ~= 'ds' then out[j + 2] = out[j + 2] + op.cost elseif not op.seen then out[j + 2] = out[j + 2] + 1 end
   local alg = op.alg
   if alg == 'tb' then
     out[j + 3] = max(0, op.tat - now)

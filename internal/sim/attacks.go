@@ -29,6 +29,7 @@ func (e *engine) attacks(scale float64) {
 	e.stuffing(StuffFast, n(3000), 2*time.Hour, Day0.Add(3*time.Hour), false)
 	e.stuffing(StuffSlow, n(3000), 24*time.Hour, Day0, false)
 	e.stuffing(StuffAdapt, n(3000), 4*time.Hour, Day0.Add(13*time.Hour), true)
+	e.residential(n(3000), 6*time.Hour, Day0.Add(9*time.Hour))
 	e.spraying()
 	e.lockoutDoS(n(100), n(40000))
 }
@@ -196,7 +197,10 @@ func (e *engine) stuffing(name string, pairs int, span time.Duration, from time.
 			}
 			r := e.post("/v1/login", ip, "", map[string]string{"username": acct, "password": pass})
 			e.admitted(st, r)
-			if r.status == http.StatusOK {
+			switch {
+			case r.status == http.StatusOK && r.str("status") == "challenge":
+				st.Challenged++
+			case r.status == http.StatusOK:
 				st.Succeeded++
 			}
 		})
@@ -204,6 +208,64 @@ func (e *engine) stuffing(name string, pairs int, span time.Duration, from time.
 }
 
 func mustAccount(s string) string { a, _ := guard.ParseAccount(s); return a }
+
+// residential: stuffing through a residential-proxy network: 3000
+// addresses in 300 networks where real users live (the ISPs' /16s, the
+// carriers' NATs, other home networks), a few pairs each, and before
+// every other pair a success on one of its own 30 accounts from the same
+// address (diluting the networks' failure ratios with the users' own
+// successes). A right password that is answered with a step-up challenge
+// is lost to it: the code goes to the account's owner.
+func (e *engine) residential(pairs int, span time.Duration, from time.Time) {
+	st := e.res.Attacks[StuffResi]
+	st.Targets = pairs
+	nets := make([]string, 300)
+	for i := range nets {
+		switch {
+		case i < ispNets:
+			k := i
+			nets[i] = fmt.Sprintf("%d.%d", 60+k/2, 10+(k*37)%200)
+		case i < ispNets+mobileCarrier:
+			nets[i] = fmt.Sprintf("172.%d", 56+i-ispNets)
+		default:
+			nets[i] = fmt.Sprintf("%d.%d", 120+e.rng.IntN(20), e.rng.IntN(256))
+		}
+	}
+	src := make([]string, 3000)
+	for i := range src {
+		src[i] = fmt.Sprintf("%s.%d.%d", nets[i%len(nets)], e.rng.IntN(256), 1+e.rng.IntN(254))
+	}
+	var own []string
+	for i := range 30 {
+		a := fmt.Sprintf("proxy-mule%d@example.com", i)
+		e.accounts[a] = "mule password " + strconv.Itoa(i)
+		own = append(own, a)
+	}
+	for i := range pairs {
+		acct, pass := fmt.Sprintf("leaked%d-resi@example.com", i), "hunter2-"+strconv.Itoa(i)
+		if e.rng.Float64() < 0.02 && len(e.people) > 0 {
+			p := e.people[e.rng.IntN(len(e.people))]
+			acct, pass = p.email, p.pass
+		}
+		at := from.Add(time.Duration(e.rng.Int64N(int64(span))))
+		ip := src[e.rng.IntN(len(src))]
+		dilute := i%2 == 0
+		e.at(at, func() {
+			if dilute {
+				m := own[e.rng.IntN(len(own))]
+				e.post("/v1/login", ip, "", map[string]string{"username": m, "password": e.accounts[mustAccount(m)]})
+			}
+			r := e.post("/v1/login", ip, "", map[string]string{"username": acct, "password": pass})
+			e.admitted(st, r)
+			switch {
+			case r.status == http.StatusOK && r.str("status") == "challenge":
+				st.Challenged++ // the code went to the owner
+			case r.status == http.StatusOK:
+				st.Succeeded++
+			}
+		})
+	}
+}
 
 // spraying: one common password against every known account, from 30
 // addresses in 10 /16s, over the day.

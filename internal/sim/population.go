@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -136,6 +137,9 @@ func (e *engine) population(n int) error {
 			p.device = tok
 		}
 		e.people = append(e.people, p)
+		// Every user logged in within the last 30 days from their usual
+		// network (what rules on an account's networks remember).
+		e.history(p)
 		// The day before warms the state (yesterday's counts weigh in
 		// the sliding windows, as they do in production); only the day
 		// counts.
@@ -158,6 +162,7 @@ func (e *engine) population(n int) error {
 			}
 		}
 	}
+	e.verifiedBefore()
 	for i := range n / 50 {
 		p := &person{email: fmt.Sprintf("new%d@example.org", i), pass: fmt.Sprintf("a brand new passphrase %d", i), ip: e.homeIP()}
 		p.account, _ = guard.ParseAccount(p.email)
@@ -220,19 +225,99 @@ func (p *person) keep(r reply) {
 	}
 }
 
+// history has p log in once, 2 days before the simulated day, from its
+// usual network (through the guard, as a success).
+func (e *engine) history(p *person) {
+	ip, err := guard.ParseIP(p.ip)
+	if err != nil {
+		return
+	}
+	req := guard.Request{Action: "login", Subject: guard.Subject{Account: p.account, IP: ip}}
+	ctx := context.Background()
+	if d, err := e.g.Allow(ctx, req); err == nil && d.Allowed {
+		_, _ = e.g.Settle(ctx, req, d, guard.Success)
+	}
+}
+
+// verifiedBefore has every user with a phone receive and enter a code
+// by SMS the day before the warm-up day (through the guard: a send and
+// its receipt settled), so that the countries' and number ranges'
+// budgets of unverified SMS start from a steady state, as in production
+// (a cold start is README's "Codes that follow verified traffic").
+func (e *engine) verifiedBefore() {
+	ctx := context.Background()
+	now := e.now
+	defer func() { e.now = now }()
+	var ps []*person
+	for _, p := range e.people {
+		if p.phone != "" {
+			ps = append(ps, p)
+		}
+	}
+	for k, p := range ps {
+		e.now = Day0.Add(-48*time.Hour + time.Duration(k)*24*time.Hour/time.Duration(len(ps)))
+		d, err := guard.ParsePhone(p.phone, policy)
+		if err != nil {
+			continue
+		}
+		ip, _ := guard.ParseIP(p.ip)
+		req := guard.Request{Action: "otp.send", Subject: guard.Subject{Destination: d, IP: ip},
+			Attributes: map[string]string{"channel": "sms", "purpose": "login"}}
+		if dec, err := e.g.Allow(ctx, req); err == nil && dec.Allowed {
+			_ = e.g.SettleReceipt(ctx, e.g.Receipt(dec), guard.Success)
+		}
+	}
+}
+
+// roamingIP is a network a user logs in from away from home (5% of
+// logins): a mobile carrier's NAT.
+func (e *engine) roamingIP() string {
+	return fmt.Sprintf("172.%d.10.%d", 56+e.rng.IntN(mobileCarrier), 1+e.rng.IntN(64))
+}
+
 func (e *engine) login(p *person, typo bool, tries int, began time.Time) bool {
 	first := e.touch(p)
 	pass := p.pass
 	if typo {
 		pass = p.pass + "x"
 	}
-	r := e.post("/v1/login", p.ip, p.device, map[string]string{"username": p.email, "password": pass})
+	ip := p.ip
+	if e.rng.Float64() < 0.05 {
+		ip = e.roamingIP()
+	}
+	r := e.post("/v1/login", ip, p.device, map[string]string{"username": p.email, "password": pass})
+	if !e.warm() {
+		e.res.Logins++
+	}
 	switch {
 	case r.guarded():
 		e.refused(p, first, r, tries, began, func(b time.Time) { e.login(p, typo, tries+1, b) })
 		return false
 	case typo:
 		e.at(e.now.Add(8*time.Second), func() { e.login(p, false, tries, began) })
+	case r.status == 200 && r.str("status") == "challenge":
+		// a step-up code went to the user's mailbox: most enter it
+		if !e.warm() {
+			e.res.Challenged++
+		}
+		session := r.str("session")
+		if e.rng.Float64() < 0.05 {
+			if !e.warm() {
+				e.res.Abandoned++
+				e.res.GaveUp++
+			}
+			return false
+		}
+		e.at(e.now.Add(time.Duration(20+e.rng.IntN(60))*time.Second), func() {
+			c := e.post("/v1/login/challenge", ip, "", map[string]string{"session": session, "code": e.codes[p.email]})
+			if c.status == 200 {
+				if !e.warm() {
+					e.res.Passed++
+				}
+				p.keep(c)
+				e.done(began)
+			}
+		})
 	default:
 		p.keep(r)
 		e.done(began)

@@ -30,7 +30,8 @@ func Table(results []*Result) string {
 		fmt.Fprintln(tw)
 	}
 	units := map[string]string{Pumping: "SMS delivered", Bombing: "victim emails", BruteForce: "codes guessed",
-		StuffFast: "accounts taken", StuffSlow: "accounts taken", StuffAdapt: "accounts taken", Spraying: "accounts taken"}
+		StuffFast: "accounts taken", StuffSlow: "accounts taken", StuffAdapt: "accounts taken", StuffResi: "accounts taken",
+		Spraying: "accounts taken"}
 	for _, a := range Attacks {
 		if a == LockoutDoS {
 			row("lockout-DoS: victims (device token) in at first try", func(r *Result) string {
@@ -49,6 +50,9 @@ func Table(results []*Result) string {
 			}
 			return fmt.Sprintf("%d of %d (%.2f%%)", s.Succeeded, of, 100*s.Rate())
 		})
+		if a == StuffResi {
+			row("  right passwords it could not use (step-up)", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Challenged) })
+		}
 		if a == BruteForce {
 			row("  guesses checked", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Admitted-144) })
 		}
@@ -57,6 +61,8 @@ func Table(results []*Result) string {
 		}
 	}
 	row("legitimate users", func(r *Result) string { return fmt.Sprintf("%d", r.Users) })
+	row("  logins challenged (step-up)", func(r *Result) string { return pct(r.Challenged, r.Logins) + " of logins" })
+	row("  challenges answered, abandoned", func(r *Result) string { return fmt.Sprintf("%d, %d", r.Passed, r.Abandoned) })
 	row("  refused at their first try", func(r *Result) string { return pct(r.RefusedFirst, r.Users) })
 	row("  refused at least once", func(r *Result) string { return pct(r.RefusedOnce, r.Users) })
 	row("  tasks given up", func(r *Result) string { return fmt.Sprintf("%d", r.GaveUp) })

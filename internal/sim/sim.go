@@ -51,20 +51,24 @@ const (
 	StuffFast  = "stuffing (fast)"
 	StuffSlow  = "stuffing (slow)"
 	StuffAdapt = "stuffing (adaptive)"
+	StuffResi  = "stuffing (residential proxies)"
 	Spraying   = "password spraying"
 	LockoutDoS = "lockout-DoS"
 )
 
 // Attacks lists them in report order.
-var Attacks = []string{Pumping, Bombing, BruteForce, StuffFast, StuffSlow, StuffAdapt, Spraying, LockoutDoS}
+var Attacks = []string{Pumping, Bombing, BruteForce, StuffFast, StuffSlow, StuffAdapt, StuffResi, Spraying, LockoutDoS}
 
 // AttackStats is what one attack achieved.
 type AttackStats struct {
-	Attempts  int     // requests sent
-	Admitted  int     // requests that got past the guard (answered other than 429/503)
-	Succeeded int     // SMS delivered, victim emails, codes guessed, accounts taken over
-	Targets   int     // accounts, pairs or numbers the success counts against
-	Cost      float64 // USD of pumped SMS
+	Attempts int // requests sent
+	Admitted int // requests that got past the guard (answered other than 429/503)
+	// Challenged: right passwords the attacker could not use (a step-up
+	// code went to the account's owner).
+	Challenged int
+	Succeeded  int     // SMS delivered, victim emails, codes guessed, accounts taken over
+	Targets    int     // accounts, pairs or numbers the success counts against
+	Cost       float64 // USD of pumped SMS
 }
 
 // Rate is Succeeded / Targets (or Attempts when the attack has no targets).
@@ -91,6 +95,11 @@ type Result struct {
 	// Victims of the lockout-DoS (all with a device token): how many
 	// logged in at their first try.
 	Victims, VictimsFirstTry int
+	// Logins: legitimate login requests (first tries and retries);
+	// Challenged: those answered with a step-up challenge; Passed: the
+	// challenges answered with the code; Abandoned: challenges the user
+	// did not answer.
+	Logins, Challenged, Passed, Abandoned int
 	// RefusedBy counts the legitimate requests each rule refused.
 	RefusedBy map[string]int
 	// Hourly: attack requests admitted and legitimate requests refused.
@@ -127,7 +136,7 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	}
 	began := time.Now()
 	e := &engine{nets: newNetworks(), rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: Day0.Add(-24 * time.Hour), codes: map[string]string{}, accounts: map[string]string{},
-		pending: map[string]*pendingCode{}, res: &Result{Config: name, Attacks: map[string]*AttackStats{}, RefusedBy: map[string]int{}}}
+		pending: map[string]*pendingCode{}, blobs: map[string]blob{}, res: &Result{Config: name, Attacks: map[string]*AttackStats{}, RefusedBy: map[string]int{}}}
 	for _, a := range Attacks {
 		e.res.Attacks[a] = &AttackStats{}
 	}
@@ -150,7 +159,7 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	}
 	srv, err := api.NewServer(api.Deps{
 		Config: cfg, Guard: g, Codes: codes, Tokens: signer, Sender: e, Auth: e,
-		Health: func(context.Context) error { return nil }, Log: slog.New(slog.DiscardHandler),
+		Health: func(context.Context) error { return nil }, Log: slog.New(slog.DiscardHandler), Blobs: memBlobs{e},
 	})
 	if err != nil {
 		return nil, err
@@ -229,6 +238,7 @@ type engine struct {
 	people    []*person
 	accounts  map[string]string       // account -> password: the authenticator
 	pending   map[string]*pendingCode // the code store
+	blobs     map[string]blob         // held logins
 	codes     map[string]string       // the last code delivered per address
 	sent      []sent                  // messages delivered by the request in progress
 }
@@ -248,7 +258,7 @@ func (e *engine) Send(_ context.Context, m guard.Message) error {
 // Login implements api.Authenticator: the accounts in memory.
 func (e *engine) Login(_ context.Context, l guard.Login) (guard.LoginResult, error) {
 	if p, ok := e.accounts[l.Account]; ok && p == l.Password {
-		return guard.LoginResult{Token: true}, nil
+		return guard.LoginResult{Token: true, VerifiedEmail: l.Username}, nil
 	}
 	return guard.LoginResult{}, guard.ErrInvalidCredentials
 }
@@ -300,6 +310,41 @@ func (m memCodes) Check(_ context.Context, key, digest string, maxAttempts int) 
 		return otp.Verdict{Check: otp.Burned, At: now}, nil
 	}
 	return otp.Verdict{Check: otp.Wrong, At: now}, nil
+}
+
+// memBlobs is the api.Blobs in memory, on the virtual clock.
+type memBlobs struct{ e *engine }
+
+type blob struct {
+	v       []byte
+	expires time.Time
+}
+
+func (m memBlobs) Put(_ context.Context, key string, value []byte, ttl time.Duration) error {
+	m.e.blobs[key] = blob{value, m.e.now.Add(ttl)}
+	return nil
+}
+
+func (m memBlobs) Get(_ context.Context, key string) ([]byte, bool, error) {
+	b, ok := m.e.blobs[key]
+	if !ok || !m.e.now.Before(b.expires) {
+		return nil, false, nil
+	}
+	return b.v, true, nil
+}
+
+func (m memBlobs) Delete(_ context.Context, key string) (bool, error) {
+	_, ok := m.e.blobs[key]
+	delete(m.e.blobs, key)
+	return ok, nil
+}
+
+func (m memBlobs) Once(_ context.Context, key string, ttl time.Duration) (bool, error) {
+	if b, ok := m.e.blobs[key]; ok && m.e.now.Before(b.expires) {
+		return false, nil
+	}
+	m.e.blobs[key] = blob{nil, m.e.now.Add(ttl)}
+	return true, nil
 }
 
 // noBackstop: the simulated store never fails.
