@@ -75,6 +75,9 @@ func (e *engine) sources(n, nets int) []string {
 
 func (e *engine) admitted(st *AttackStats, r reply) {
 	st.Attempts++
+	if r.status == http.StatusForbidden && r.str("code") == "challenge_required" {
+		st.Captchas++ // an attacker buys its solution: about $2 a thousand
+	}
 	if !r.guarded() {
 		st.Admitted++
 		e.res.AttackAdmitted[e.now.Hour()]++

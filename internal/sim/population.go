@@ -297,12 +297,13 @@ func (e *engine) login(p *person, typo bool, tries int, began time.Time) bool {
 		e.at(e.now.Add(8*time.Second), func() { e.login(p, false, tries, began) })
 	case r.status == 200 && r.str("status") == "challenge":
 		// a step-up code went to the user's mailbox: most enter it
-		if !e.warm() {
+		counted := !e.warm()
+		if counted {
 			e.res.Challenged++
 		}
 		session := r.str("session")
 		if e.rng.Float64() < 0.05 {
-			if !e.warm() {
+			if counted {
 				e.res.Abandoned++
 				e.res.GaveUp++
 			}
@@ -311,7 +312,7 @@ func (e *engine) login(p *person, typo bool, tries int, began time.Time) bool {
 		e.at(e.now.Add(time.Duration(20+e.rng.IntN(60))*time.Second), func() {
 			c := e.post("/v1/login/challenge", ip, "", map[string]string{"session": session, "code": e.codes[p.email]})
 			if c.status == 200 {
-				if !e.warm() {
+				if counted {
 					e.res.Passed++
 				}
 				p.keep(c)

@@ -60,6 +60,13 @@ func Table(results []*Result) string {
 			row("  SMS cost", func(r *Result) string { return fmt.Sprintf("$%.2f", r.Attacks[a].Cost) })
 		}
 	}
+	row("attackers' CAPTCHAs to buy ($2 per 1000)", func(r *Result) string {
+		n := 0
+		for _, a := range r.Attacks {
+			n += a.Captchas
+		}
+		return fmt.Sprintf("%d ($%.2f)", n, float64(n)*0.002)
+	})
 	row("legitimate users", func(r *Result) string { return fmt.Sprintf("%d", r.Users) })
 	row("  logins challenged (step-up)", func(r *Result) string { return pct(r.Challenged, r.Logins) + " of logins" })
 	row("  challenges answered, abandoned", func(r *Result) string { return fmt.Sprintf("%d, %d", r.Passed, r.Abandoned) })

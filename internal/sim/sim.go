@@ -64,11 +64,12 @@ type AttackStats struct {
 	Attempts int // requests sent
 	Admitted int // requests that got past the guard (answered other than 429/503)
 	// Challenged: right passwords the attacker could not use (a step-up
-	// code went to the account's owner).
-	Challenged int
-	Succeeded  int     // SMS delivered, victim emails, codes guessed, accounts taken over
-	Targets    int     // accounts, pairs or numbers the success counts against
-	Cost       float64 // USD of pumped SMS
+	// code went to the account's owner). Captchas: CAPTCHAs it was asked
+	// to solve (and would buy from a solving service).
+	Challenged, Captchas int
+	Succeeded            int     // SMS delivered, victim emails, codes guessed, accounts taken over
+	Targets              int     // accounts, pairs or numbers the success counts against
+	Cost                 float64 // USD of pumped SMS
 }
 
 // Rate is Succeeded / Targets (or Attempts when the attack has no targets).
