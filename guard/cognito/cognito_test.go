@@ -124,3 +124,27 @@ func TestSignUpAnswers(t *testing.T) {
 		}
 	}
 }
+
+// The addresses a step-up code may go to are the ID token's verified ones
+// (SPEC section 11): an unverified email is no address.
+func TestVerifiedAddressesComeFromTheIDToken(t *testing.T) {
+	idToken := func(claims string) *string {
+		return aws.String("eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig")
+	}
+	for _, c := range []struct {
+		claims       string
+		email, phone string
+	}{
+		{`{"email":"a@example.com","email_verified":true,"phone_number":"+14155550100","phone_number_verified":"true"}`, "a@example.com", "+14155550100"},
+		{`{"email":"a@example.com","email_verified":false,"phone_number":"+14155550100"}`, "", ""},
+		{`{"email":"a@example.com","email_verified":"true"}`, "a@example.com", ""},
+		{`not json`, "", ""},
+	} {
+		f := &fake{auth: &cip.InitiateAuthOutput{AuthenticationResult: &types.AuthenticationResultType{
+			AccessToken: aws.String("a"), IdToken: idToken(c.claims), ExpiresIn: 3600, TokenType: aws.String("Bearer")}}}
+		res, err := cognito.New(f, "client", "").Login(context.Background(), guard.Login{Username: "u", Password: "p"})
+		if err != nil || res.VerifiedEmail != c.email || res.VerifiedPhone != c.phone {
+			t.Errorf("%s: %q %q %v, want %q %q", c.claims, res.VerifiedEmail, res.VerifiedPhone, err, c.email, c.phone)
+		}
+	}
+}
