@@ -69,7 +69,7 @@ var _ guard.Store = (*Store)(nil)
 // the first decisions do not pay for it. Call it at start-up; the store
 // loads it on first use and after a node lost it anyway.
 func (s *Store) Preload(ctx context.Context) error {
-	if err := lib().load(ctx, s.rdb); err != nil {
+	if err := lib().reload(ctx, s.rdb, serverOf(s.rdb).loads.Load()); err != nil {
 		return storeErr(fmt.Errorf("load the otpguard library: %w", err))
 	}
 	return nil

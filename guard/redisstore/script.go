@@ -70,6 +70,10 @@ type library struct {
 type server struct {
 	mode  atomic.Int32
 	clock serverClock
+	// loading admits one load of the library at a time; loads counts the
+	// loads done, so that callers who waited for one do not load again.
+	loading chan struct{}
+	loads   atomic.Int64
 }
 
 var servers sync.Map // Client -> *server
@@ -78,8 +82,31 @@ func serverOf(c Client) *server {
 	if s, ok := servers.Load(c); ok {
 		return s.(*server)
 	}
-	s, _ := servers.LoadOrStore(c, new(server))
+	s, _ := servers.LoadOrStore(c, &server{loading: make(chan struct{}, 1)})
 	return s.(*server)
+}
+
+// reload loads the library unless another caller finished a load after
+// this one saw seen (the value of loads when it found the code missing):
+// a thousand requests that meet a cold or restarted server wait for one
+// load, instead of each sending every script over a connection pool too
+// small for them all (which timed out on two cores).
+func (l *library) reload(ctx context.Context, c Client, seen int64) error {
+	st := serverOf(c)
+	select {
+	case st.loading <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-st.loading }()
+	if st.loads.Load() != seen {
+		return nil
+	}
+	err := l.load(ctx, c)
+	if err == nil {
+		st.loads.Add(1)
+	}
+	return err
 }
 
 func newLibrary() *library {
@@ -209,13 +236,14 @@ func (l *library) call(ctx context.Context, c Client, entry string, keys []strin
 // may have run (a lost reply, a timeout) is never sent again.
 func (l *library) exec(ctx context.Context, c Client, calls []*libCall) error {
 	st := serverOf(c)
-	if st.mode.Load() == modeUnknown {
-		if err := l.load(ctx, c); err != nil && isNetworkError(err) {
+	if seen := st.loads.Load(); st.mode.Load() == modeUnknown {
+		if err := l.reload(ctx, c, seen); err != nil && isNetworkError(err) {
 			return storeErr(fmt.Errorf("load the otpguard library: %w", err))
 		} // a server that refuses loading still runs EVAL
 	}
 	todo, h := calls, byName
 	for attempt := 0; ; attempt++ {
+		seen := st.loads.Load()
 		at, err := st.clock.arg(ctx, c)
 		if err != nil {
 			return storeErr(fmt.Errorf("read the server's clock: %w", err))
@@ -255,7 +283,7 @@ func (l *library) exec(ctx context.Context, c Client, calls []*libCall) error {
 		if lacked && h == byName {
 			// A function library is loaded again once (a node restarted
 			// empty); otherwise the script goes whole, by EVAL.
-			if mode != modeFunctions || attempt > 0 || l.load(ctx, c) != nil {
+			if mode != modeFunctions || attempt > 0 || l.reload(ctx, c, seen) != nil {
 				h = bySource
 			}
 		}

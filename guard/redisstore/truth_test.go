@@ -97,7 +97,7 @@ func lockAccount(t *testing.T, g *guard.Guard, account string) {
 	for i := range 20 {
 		failLogin(t, g, loginReq(account, fmt.Sprintf("100.%d.7.%d", 64+i/2, i+1)))
 	}
-	if d := failLogin(t, g, loginReq(account, "198.51.100.200")); d.Allowed || d.DeniedBy != "login-per-device" {
+	if d := failLogin(t, g, loginReq(account, "100.64.7.200")); d.Allowed || d.DeniedBy != "login-per-device" {
 		t.Fatalf("the account is not locked: %+v", d)
 	}
 }
