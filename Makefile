@@ -6,7 +6,8 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # The Lambda functions: template.yaml logical id -> folder under functions/.
-FUNCTIONS   := SendFunction VerifyFunction JwksFunction HealthFunction LoginFunction SignupFunction BackendFunction
+FUNCTIONS   := SendFunction VerifyFunction JwksFunction HealthFunction LoginFunction SignupFunction BackendFunction \
+               CognitoSendFunction CognitoAuthFunction
 dir_SendFunction    := send
 dir_VerifyFunction  := verify
 dir_JwksFunction    := jwks
@@ -14,13 +15,15 @@ dir_HealthFunction  := health
 dir_LoginFunction   := login
 dir_SignupFunction  := signup
 dir_BackendFunction := backend
+dir_CognitoSendFunction := cognitosend
+dir_CognitoAuthFunction := cognitoauth
 # Lambda builds: the Runtime API client only (no RPC), static, stripped,
 # reproducible. GOARCH follows the template's Architectures (arm64).
 LAMBDA_GOARCH ?= arm64
 LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags='-s -w -buildid='
 ARTIFACTS_DIR ?= dist
 
-.PHONY: run test bench fuzz soak simulate lint vet redis-server cognito-local build $(addprefix build-,$(FUNCTIONS))
+.PHONY: run test bench fuzz soak simulate lint vet redis-server cognito-local esdk-node build $(addprefix build-,$(FUNCTIONS))
 
 ## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
@@ -28,7 +31,7 @@ run:
 
 ## test: vet, staticcheck and every test, against real redis-server and Redis Cluster
 ## (the product module, then the tests module: e2e, lambda, deploy, faults)
-test: redis-server cognito-local vet lint
+test: redis-server cognito-local esdk-node vet lint
 	$(GO) test -race -count=1 ./...
 	cd tests && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /faults)
 	@# The fault campaign prints its figures (toxiproxy table, failover): verbose, without the RUN lines.
@@ -78,6 +81,14 @@ cognito-local: tests/e2e/cognito/node_modules/.bin/cognito-local
 tests/e2e/cognito/node_modules/.bin/cognito-local: tests/e2e/cognito/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "make: npm is needed for cognito-local (apt-get install nodejs npm)" >&2; exit 1; }
 	cd tests/e2e/cognito && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## esdk-node: the AWS Encryption SDK for JavaScript, which encrypts the codes of the
+## custom sender triggers' tests as Cognito does (npm, pinned by package-lock.json)
+esdk-node: tests/lambda/esdk/node_modules/.package-lock.json
+tests/lambda/esdk/node_modules/.package-lock.json: tests/lambda/esdk/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm is needed for the Encryption SDK (apt-get install nodejs npm)" >&2; exit 1; }
+	cd tests/lambda/esdk && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 ## redis-server: install Debian's redis-server (and redis-cli) when missing

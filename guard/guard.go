@@ -46,6 +46,11 @@ type Request struct {
 	// trusted; any other (forged, expired, revoked, another account's)
 	// leaves it untrusted, never an error.
 	Device string
+	// Partial leaves out the rules on a dimension the subject lacks,
+	// instead of answering ErrInvalidInput: Cognito's triggers carry no
+	// client IP, and their rules keyed on ip (or its networks) are
+	// skipped unless a trusted backend passes the address.
+	Partial bool
 }
 
 // Outcome is how an admitted attempt ended, for the failure-counting rules
@@ -784,6 +789,11 @@ func (g *Guard) do(ctx context.Context, st Store, ops []Op) ([]OpResult, error) 
 // judge): then a rule filtered on the device passes with either value.
 func (g *Guard) match(req Request, maybe bool) []*rule {
 	all := g.byAction[req.Action]
+	if req.Partial {
+		all = slices.DeleteFunc(slices.Clone(all), func(r *rule) bool {
+			return (r.Of != "" && !has(r.Of, req.Subject)) || slices.ContainsFunc(r.dims, func(dim string) bool { return !has(dim, req.Subject) })
+		})
+	}
 	for i, r := range all {
 		if !r.matches(req.Attributes, maybe) {
 			// copy only when a rule is left out; the action's own list

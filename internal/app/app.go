@@ -219,6 +219,9 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.server.Load(
 // Guard returns the guard in force (for an administrator's reads).
 func (a *App) Guard() *guard.Guard { return a.guard.Load() }
 
+// Server is the API in force (the Cognito triggers call its methods).
+func (a *App) Server() *api.Server { return a.server.Load() }
+
 // Config returns the configuration in force.
 func (a *App) Config() guard.Config { return *a.config.Load() }
 

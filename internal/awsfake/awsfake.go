@@ -2,7 +2,8 @@
 // the AWS services otpguard calls, for tests that drive the real
 // aws-sdk-go-v2 clients: SES v2 SendEmail (REST-JSON), SNS Publish (query
 // protocol, XML replies), Secrets Manager GetSecretValue and SSM
-// GetParameter and DescribeSecret (JSON 1.1), Cognito InitiateAuth and SignUp (JSON 1.1,
+// GetParameter and DescribeSecret (JSON 1.1), KMS GenerateDataKey, Encrypt
+// and Decrypt (JSON 1.1), Cognito InitiateAuth and SignUp (JSON 1.1,
 // unsigned, as the real service takes them). It records what was sent. Point a client at it
 // with AWS_ENDPOINT_URL or aws.Config.BaseEndpoint.
 package awsfake
@@ -54,6 +55,8 @@ type Server struct {
 	// fail maps a destination (email or phone) to the error code the
 	// service answers for it, such as MessageRejected or InvalidParameter.
 	fail map[string]string
+	// kmsKeys are the symmetric KMS keys by ARN (AddKMSKey).
+	kmsKeys map[string][]byte
 }
 
 // User is a Cognito user of the fake user pool.
@@ -213,6 +216,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.describeSecret(w, body)
 	case target == "AmazonSSM.GetParameter":
 		s.getParameter(w, body)
+	case strings.HasPrefix(target, "TrentService."):
+		s.kms(w, strings.TrimPrefix(target, "TrentService."), body)
 	case strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):
 		s.query(w, body)
 	default:

@@ -31,6 +31,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"encoding/json"
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -72,6 +73,12 @@ type Function struct {
 	// Captcha: the function may ask for a CAPTCHA (a challenged send or
 	// signup): it reads the provider's secret, when the stack has one.
 	Captcha bool
+	// Trigger: the function is a Cognito user pool's triggers (SPEC
+	// section 12): its events are Cognito's, not the HTTP API's.
+	Trigger bool
+	// KMS: the function decrypts the custom senders' codes with the
+	// stack's KMS key.
+	KMS bool
 }
 
 // Parts are the pieces only some functions link, passed in by their main
@@ -83,7 +90,13 @@ type Parts struct {
 	// Auth builds the authenticator AUTH names (login, signup); allowLocal
 	// is false in Lambda.
 	Auth func(getenv func(string) string, allowLocal bool, clientSecret func() (string, error)) (api.Authenticator, func() error, error)
+	// Trigger builds the Cognito triggers' handler (internal/triggers) on
+	// the API in force.
+	Trigger func(getenv func(string) string, cfg aws.Config, server func() *api.Server, log *slog.Logger) (TriggerFunc, error)
 }
+
+// TriggerFunc answers one Cognito trigger event.
+type TriggerFunc func(ctx context.Context, event json.RawMessage) (json.RawMessage, error)
 
 // Senders selects the delivery channels a function may use.
 type Senders int
@@ -104,10 +117,15 @@ var (
 	Login   = Function{Name: "login", Auth: true, Hashes: true, Senders: Email | SMS}
 	Signup  = Function{Name: "signup", Auth: true, Hashes: true, Captcha: true}
 	Backend = Function{Name: "backend", Internal: true, Hashes: true}
+	// Cognitosend is the user pool's custom SMS and email senders.
+	Cognitosend = Function{Name: "cognitosend", Senders: Email | SMS, Hashes: true, Trigger: true, KMS: true}
+	// Cognitoauth is its pre sign-up, pre and post authentication and
+	// post confirmation triggers.
+	Cognitoauth = Function{Name: "cognitoauth", Hashes: true, Trigger: true}
 )
 
 // Functions lists them all.
-var Functions = []Function{Send, Verify, Jwks, Health, Login, Signup, Backend}
+var Functions = []Function{Send, Verify, Jwks, Health, Login, Signup, Backend, Cognitosend, Cognitoauth}
 
 // Vars lists the environment variables a function reads: the template
 // test checks that template.yaml sets each, and no others.
@@ -134,6 +152,12 @@ func Vars(fn Function) []string {
 	}
 	if fn.Captcha {
 		v = append(v, "CAPTCHA_SECRET_ID")
+	}
+	if fn.Trigger {
+		v = append(v, "COGNITO_TRUSTED_CLIENTS")
+	}
+	if fn.KMS {
+		v = append(v, "COGNITO_KMS_KEY_ARN")
 	}
 	return v
 }
@@ -187,7 +211,12 @@ func FromEnv(fn Function, getenv func(string) string) (Env, error) {
 
 // Main initializes fn and serves its invocations; see Start.
 func Main(fn Function, p Parts) {
-	lambda.Start(apigw.Handler(Start(context.Background(), fn, p, os.Getenv, os.Stdout, os.Stderr)))
+	h := Start(context.Background(), fn, p, os.Getenv, os.Stdout, os.Stderr)
+	if fn.Trigger {
+		lambda.Start(TriggerHandler(h))
+		return
+	}
+	lambda.Start(apigw.Handler(h))
 }
 
 // Start is Init that never gives up: when Init fails, the failure is
@@ -318,6 +347,14 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 			return nil, failed("the authenticator's settings", err)
 		}
 	}
+	if fn.Trigger {
+		if p.Trigger == nil {
+			return nil, fmt.Errorf("function %s answers Cognito's triggers but was built without them", fn.Name)
+		}
+		if rt.trigger, err = p.Trigger(getenv, awsCfg, func() *api.Server { return rt.app.Server() }, log); err != nil {
+			return nil, failed("the triggers' settings", err)
+		}
+	}
 	if fn.Internal {
 		// The gateway's IAM authorizer checked the SigV4 signature; a
 		// request without its verdict did not come through it.
@@ -384,6 +421,7 @@ type runtime struct {
 	app      *app.App
 	shared   *sharedConfig
 	keys     *signingKeys // nil: the function neither signs nor publishes keys
+	trigger  TriggerFunc  // the Cognito triggers' handler (see TriggerHandler)
 	cfgSched schedule
 	keySched schedule
 
@@ -407,6 +445,10 @@ func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer cancel()
 			rt.keySched.done(rt.refreshKeys(ctx))
 		}()
+	}
+	if rt.trigger != nil && r.URL.Path == triggerPath {
+		rt.serveTrigger(w, r)
+		return
 	}
 	rt.app.ServeHTTP(w, r)
 }

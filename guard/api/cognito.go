@@ -1,0 +1,322 @@
+package api
+
+// Cognito's Lambda triggers (SPEC section 12): the same rules, store,
+// senders, logs and metrics as the HTTP routes, for a user pool that apps
+// call directly. internal/triggers decodes the events and decrypts the
+// codes; these methods decide, send and count.
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/templates"
+)
+
+// Denied is a trigger's refusal: Cognito shows Message to the user (as
+// UserLambdaValidationException), so it says when to retry and nothing
+// of the account.
+type Denied struct {
+	Message string
+	// Rule is the rule that denied, for the log (never shown).
+	Rule string
+}
+
+func (d *Denied) Error() string { return d.Message }
+
+// deniedFor is the refusal of decision d (or of the store failing).
+func deniedFor(d guard.Decision, p *Problem) *Denied {
+	if p != nil && p.Code == "store_unavailable" {
+		return &Denied{Message: "The service is busy. Try again in a minute.", Rule: "store_unavailable"}
+	}
+	retry := d.RetryAfter
+	if p != nil && p.RetryAfter > 0 {
+		retry = time.Duration(p.RetryAfter) * time.Second
+	}
+	return &Denied{Message: "Too many attempts. Try again " + inWords(retry) + ".", Rule: d.DeniedBy}
+}
+
+// inWords is a wait in words a person reads: "in 3 minutes".
+func inWords(d time.Duration) string {
+	switch {
+	case d <= time.Minute:
+		return "in a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("in %d minutes", int((d+time.Minute-1)/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("in %d hours", int((d+time.Hour-1)/time.Hour))
+	}
+	return "later"
+}
+
+// TriggerSubject is what a trigger knows of who is asking.
+type TriggerSubject struct {
+	// Account is the event's userName.
+	Account string
+	// IP is the client address a trusted backend passed in the event's
+	// clientMetadata or validationData (otpguard:ip); invalid when none:
+	// the rules keyed on ip and its networks are then skipped.
+	IP netip.Addr
+}
+
+// CognitoMessage is a message a custom sender trigger asks to deliver.
+type CognitoMessage struct {
+	TriggerSubject
+	// Source is the trigger source after the sender's name: SignUp,
+	// ResendCode, ForgotPassword, Authentication, UpdateUserAttribute,
+	// VerifyUserAttribute, AdminCreateUser, AccountTakeOverNotification.
+	Source  string
+	Channel guard.Channel
+	// To is the userAttributes' email or phone_number.
+	To string
+	// Code is the decrypted code (AdminCreateUser: the temporary
+	// password, unescaped).
+	Code string
+	// Username is shown in the invitation (AdminCreateUser) only.
+	Username string
+	Locale   string
+}
+
+// cognitoPurposes maps a sender trigger's source to the purpose its
+// message counts under; "" passes it through, unlimited.
+var cognitoPurposes = map[string]string{
+	"SignUp": "signup", "ResendCode": "signup", "AdminCreateUser": "signup",
+	"ForgotPassword": "reset", "Authentication": "login",
+	"UpdateUserAttribute": "verify", "VerifyUserAttribute": "verify",
+	"AccountTakeOverNotification": "",
+}
+
+// CognitoPurpose is the purpose a custom sender's trigger source counts
+// under, "" for AccountTakeOverNotification (never limited), and whether
+// the source is one Cognito sends.
+func CognitoPurpose(source string) (string, bool) {
+	p, ok := cognitoPurposes[source]
+	return p, ok
+}
+
+// CognitoSend applies the otp.send rules to a message of a custom sender
+// trigger and delivers it through the senders. A denial sends nothing and
+// returns *Denied (the trigger logs it and returns normally: Cognito shows
+// no error for these triggers). Other errors are the store's or the
+// provider's.
+func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
+	rec := newRecord("otp.send")
+	defer s.logDecision(ctx, rec)
+	purpose, known := CognitoPurpose(m.Source)
+	if !known {
+		rec.outcome = "invalid_request"
+		return fmt.Errorf("api: unknown trigger source %q", m.Source)
+	}
+	if s.Sender == nil {
+		rec.outcome = "delivery_unavailable"
+		return errors.New("api: this function sends no messages")
+	}
+	dest, err := guard.ParseDestination(m.Channel, m.To, s.policy)
+	if err != nil {
+		// the number type or country checks refuse it, as /v1/otp/send
+		rec.outcome = "invalid_request"
+		return &Denied{Message: "This destination cannot receive messages.", Rule: "destination: " + reason(err)}
+	}
+	rec.subject = s.Guard.Fingerprint("destination", dest.Key)
+	if m.IP.IsValid() {
+		rec.ip = s.Guard.Fingerprint("ip", m.IP.String())
+	}
+	var receipt string
+	var req guard.Request
+	if purpose != "" {
+		req = otpRequest("otp.send", dest, purpose)
+		req.Subject.Account, req.Subject.IP, req.Partial = m.Account, m.IP, true
+		if m.Account != "" {
+			if req.Subject.Account, err = guard.ParseAccount(m.Account); err != nil {
+				req.Subject.Account = ""
+			}
+		}
+		d, p := s.decide(ctx, req)
+		rec.decision = d
+		if p != nil || !s.triggerAdmits(d) {
+			rec.outcome = "rate_limited"
+			if p != nil {
+				rec.outcome = p.Code
+			}
+			return deniedFor(d, p)
+		}
+		receipt = s.Guard.Receipt(d)
+	}
+	msg, err := s.cognitoMessage(dest, purpose, m)
+	if err == nil {
+		err = s.Sender.Send(ctx, msg)
+	}
+	if err != nil {
+		rec.outcome = "delivery_unavailable"
+		if purpose != "" && !errors.Is(err, guard.ErrUndeliverable) {
+			s.settle(ctx, req, rec.decision, guard.Void)
+		}
+		return fmt.Errorf("api: send the %s message: %w", dest.Channel, err)
+	}
+	rec.outcome = "sent"
+	if receipt != "" && s.Blobs != nil {
+		// PostConfirmation settles it as verified (the budgets that follow
+		// verified traffic); Cognito's sign-up codes live 24 hours
+		if err := s.Blobs.Put(ctx, s.receiptKey(dest, purpose), []byte(receipt), 24*time.Hour); err != nil {
+			s.Log.WarnContext(ctx, "keep the receipt of a Cognito message", "err", err)
+		}
+	}
+	return nil
+}
+
+// triggerAdmits reports whether a trigger lets decision d through: a
+// challenged request cannot be answered inside Cognito's flow, so the
+// challenging rule's fallback decides.
+func (s *Server) triggerAdmits(d guard.Decision) bool {
+	return d.Allowed && (!d.Challenged || d.Fallback == "allow")
+}
+
+// receiptKey is the Redis key of the receipt of the last message of
+// purpose sent to dest through a custom sender (a keyed hash of both).
+func (s *Server) receiptKey(dest guard.Destination, purpose string) string {
+	m := hmac.New(sha256.New, s.Guard.Derive("cognito receipts"))
+	m.Write([]byte(purpose + "\x00" + dest.Key))
+	return "og:{" + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16]) + "}:cr"
+}
+
+// cognitoMessage renders a trigger's message: the code's template, or
+// for an invitation (AdminCreateUser) the user name and temporary
+// password, or the account-takeover notification.
+func (s *Server) cognitoMessage(dest guard.Destination, purpose string, m CognitoMessage) (guard.Message, error) {
+	switch m.Source {
+	case "AdminCreateUser":
+		text := fmt.Sprintf("Your username is %s and your temporary password is %s", m.Username, m.Code)
+		return guard.Message{
+			Channel: dest.Channel, To: dest.Address, Purpose: purpose, Locale: templates.Default, Code: m.Code,
+			Subject: "Your temporary password", Text: text,
+			HTML: "<p>" + html.EscapeString(text) + "</p>",
+		}, nil
+	case "AccountTakeOverNotification":
+		text := "We noticed a risky sign-in to your account. If it was not you, change your password."
+		return guard.Message{
+			Channel: dest.Channel, To: dest.Address, Locale: templates.Default,
+			Subject: "A sign-in to your account", Text: text, HTML: "<p>" + text + "</p>",
+		}, nil
+	}
+	return s.message(dest, purpose, m.Locale, m.Code)
+}
+
+// CognitoSignUp applies the signup rules (PreSignUp): keyed on the
+// destination the user signs up with (email, else phone_number) and the
+// account. A denial is *Denied.
+func (s *Server) CognitoSignUp(ctx context.Context, sub TriggerSubject, email, phone string) error {
+	rec := newRecord("signup")
+	defer s.logDecision(ctx, rec)
+	ch, to := guard.Email, email
+	if email == "" {
+		ch, to = guard.SMS, phone
+	}
+	req := guard.Request{Action: "signup", Attributes: map[string]string{"channel": string(ch)}, Partial: true}
+	if to != "" {
+		dest, err := guard.ParseDestination(ch, to, s.policy)
+		if err != nil {
+			rec.outcome = "invalid_request"
+			return &Denied{Message: "This " + map[guard.Channel]string{guard.Email: "email address", guard.SMS: "phone number"}[ch] + " cannot be used.", Rule: "destination: " + reason(err)}
+		}
+		req.Subject.Destination = dest
+		rec.subject = s.Guard.Fingerprint("destination", dest.Key)
+	}
+	return s.triggerDecide(ctx, rec, req, sub)
+}
+
+// triggerDecide completes req with sub, decides, and records the outcome.
+func (s *Server) triggerDecide(ctx context.Context, rec *record, req guard.Request, sub TriggerSubject) error {
+	if a, err := guard.ParseAccount(sub.Account); err == nil {
+		req.Subject.Account = a
+		if rec.subject == "" {
+			rec.subject = s.Guard.Fingerprint("account", a)
+		}
+	}
+	if sub.IP.IsValid() {
+		req.Subject.IP = sub.IP
+		rec.ip = s.Guard.Fingerprint("ip", sub.IP.String())
+	}
+	req.Partial = true
+	d, p := s.decide(ctx, req)
+	rec.decision = d
+	if p != nil || !s.triggerAdmits(d) {
+		rec.outcome = "rate_limited"
+		if p != nil {
+			rec.outcome = p.Code
+		}
+		if d.Allowed {
+			// a challenge nobody can answer here: the attempt is not made
+			s.settle(ctx, req, d, guard.Void)
+		}
+		return deniedFor(d, p)
+	}
+	rec.outcome = "allowed"
+	return nil
+}
+
+// CognitoPreAuthentication admits a sign-in attempt on the login rules
+// keyed on the account and counts it as a failure until
+// CognitoPostAuthentication gives it back (a wrong password never reaches
+// that trigger, so it stays a failure, lockouts included). A denial is
+// *Denied.
+func (s *Server) CognitoPreAuthentication(ctx context.Context, sub TriggerSubject) error {
+	rec := newRecord("login")
+	defer s.logDecision(ctx, rec)
+	return s.triggerDecide(ctx, rec, guard.Request{Action: "login"}, sub)
+}
+
+// CognitoPostAuthentication settles the attempt PreAuthentication
+// counted as a success.
+func (s *Server) CognitoPostAuthentication(ctx context.Context, sub TriggerSubject) error {
+	a, err := guard.ParseAccount(sub.Account)
+	if err != nil {
+		return fmt.Errorf("api: post authentication: %w", err)
+	}
+	req := guard.Request{Action: "login", Subject: guard.Subject{Account: a, IP: sub.IP}, Partial: true}
+	_, err = s.Guard.Settle(context.WithoutCancel(ctx), req, guard.Decision{}, guard.Success)
+	return err
+}
+
+// CognitoConfirmed settles, as verified, the receipt of the last sign-up
+// (or, for a confirmed password reset, reset) message a custom sender
+// delivered to the address (PostConfirmation). Without one (the pool
+// sends its own messages) there is nothing to settle.
+func (s *Server) CognitoConfirmed(ctx context.Context, reset bool, email, phone string) error {
+	if s.Blobs == nil {
+		return nil
+	}
+	purpose := "signup"
+	if reset {
+		purpose = "reset"
+	}
+	var errs []error
+	for ch, to := range map[guard.Channel]string{guard.Email: email, guard.SMS: phone} {
+		if to == "" {
+			continue
+		}
+		dest, err := guard.ParseDestination(ch, to, s.policy)
+		if err != nil {
+			continue
+		}
+		key := s.receiptKey(dest, purpose)
+		receipt, ok, err := s.Blobs.Get(ctx, key)
+		if err != nil || !ok {
+			errs = append(errs, err)
+			continue
+		}
+		if deleted, err := s.Blobs.Delete(ctx, key); err != nil || !deleted {
+			errs = append(errs, err) // !deleted: another confirmation settled it
+			continue
+		}
+		errs = append(errs, s.Guard.SettleReceipt(context.WithoutCancel(ctx), strings.TrimSpace(string(receipt)), guard.Success))
+	}
+	return errors.Join(errs...)
+}
