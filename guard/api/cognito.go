@@ -51,6 +51,8 @@ func inWords(d time.Duration) string {
 		return "in a minute"
 	case d < time.Hour:
 		return fmt.Sprintf("in %d minutes", int((d+time.Minute-1)/time.Minute))
+	case d <= time.Hour:
+		return "in an hour"
 	case d < 48*time.Hour:
 		return fmt.Sprintf("in %d hours", int((d+time.Hour-1)/time.Hour))
 	}

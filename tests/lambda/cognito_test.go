@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -134,6 +135,7 @@ const cognitoConfig = `otp: {ttl: 5m}
 rules:
   - {name: sms-per-destination, action: otp.send, key: [destination], limit: 3, window: 1h}
   - {name: email-per-account, action: otp.send, key: [account], limit: 5, window: 1h}
+  - {name: unverified-per-destination, action: otp.send, key: [destination], limit: 10, window: 24h, count: failures}
   - {name: signup-per-destination, action: signup, key: [destination], limit: 2, window: 1h}
   - {name: login-per-account, action: login, key: [account], limit: 3, window: 1h, count: failures}
   - {name: login-per-ip, action: login, key: [ip], limit: 100, window: 1h}
@@ -180,7 +182,7 @@ func authEvent(source, user, client string, request map[string]any) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"version": "1", "triggerSource": source, "region": "us-east-1", "userPoolId": "us-east-1_test", "userName": user,
 		"callerContext": map[string]string{"awsSdkVersion": "aws-sdk-unknown-unknown", "clientId": client},
-		"request": request, "response": map[string]any{},
+		"request":       request, "response": map[string]any{},
 	})
 	return b
 }
@@ -336,15 +338,6 @@ func TestTheAuthTriggersUnderTheRuntimeAPI(t *testing.T) {
 
 			// the client address: a trusted client's counts on login-per-ip,
 			// anyone else's is ignored
-			ipKeys := func() int {
-				n := 0
-				for _, k := range rb.admin.Keys(context.Background(), "og:*").Val() {
-					if strings.Contains(k, "login-per-ip") {
-						n++
-					}
-				}
-				return n
-			}
 			_ = api.invokeRaw(t, "ip-untrusted", authEvent("PreAuthentication_Authentication", "frank", "appclient",
 				map[string]any{"validationData": map[string]string{"otpguard:ip": "198.51.100.7"}}))
 			untrusted := waitFor(stderr, `"requestId":"ip-untrusted"`)
@@ -357,7 +350,6 @@ func TestTheAuthTriggersUnderTheRuntimeAPI(t *testing.T) {
 			if rec := record(trusted, "ip-trusted"); strings.Contains(rec, `"ip":""`) || !strings.Contains(rec, "login-per-ip=") {
 				t.Errorf("a trusted client's address was not used: %s", rec)
 			}
-			_ = ipKeys
 
 			// PostConfirmation settles the receipt a custom sender kept
 			senv := triggerEnv(aws, rb)
@@ -486,4 +478,67 @@ func TestTheCustomSMSSenderHoldsItsLimitUnder50ParallelInvocations(t *testing.T)
 			}
 		})
 	}
+}
+
+// triggerSamples is each events/cognito/*.json: the function that
+// answers it, and the sample code its encrypted code holds.
+var triggerSamples = map[string]struct{ fn, code string }{
+	"custom-sms-sender.json":   {"cognitosend", "123456"},
+	"custom-email-sender.json": {"cognitosend", "654321"},
+	"pre-signup.json":          {"cognitoauth", ""},
+	"pre-authentication.json":  {"cognitoauth", ""},
+	"post-authentication.json": {"cognitoauth", ""},
+	"post-confirmation.json":   {"cognitoauth", ""},
+}
+
+// TestEveryTriggerSampleEventIsAnswered feeds each sample trigger event to
+// its bootstrap under the Runtime API: each is answered with itself (no
+// error), and the senders' encrypted codes (under the sample key's fixed
+// material) decrypt and go out. -update-events encrypts them again.
+func TestEveryTriggerSampleEventIsAnswered(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(root, "events", "cognito", "*.json"))
+	if len(files) != len(triggerSamples) {
+		t.Fatalf("%d sample trigger events, %d expected: every events/cognito/*.json needs an entry", len(files), len(triggerSamples))
+	}
+	rb := lambdaBackends(t)[1] // the Serverless double
+	aws := newTriggerAWS(rb)
+	defer aws.Close()
+	bin := t.TempDir()
+	apis := map[string]*runtimeAPI{}
+	for _, fn := range []string{"cognitosend", "cognitoauth"} {
+		apis[fn], _, _ = startTrigger(t, buildBootstrap(t, bin, fn), fn, triggerEnv(aws, rb))
+	}
+	for _, f := range files {
+		s := triggerSamples[filepath.Base(f)]
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *updateEvents && s.code != "" {
+			var ev map[string]any
+			_ = json.Unmarshal(raw, &ev)
+			ev["request"].(map[string]any)["code"] = encrypt(t, aws, sampleKeyARN, "forbid", s.code)[0]
+			raw, _ = json.MarshalIndent(ev, "", "  ")
+			raw = append(raw, '\n')
+			if err := os.WriteFile(f, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := apis[s.fn].invokeRaw(t, filepath.Base(f), raw)
+		if out.isErr || !json.Valid(out.body) || !bytes.Equal(compact(t, out.body), compact(t, raw)) {
+			t.Errorf("%s: answered %s (error %v), want the event back", filepath.Base(f), out.body, out.isErr)
+		}
+	}
+	sms, mails := aws.SMS(), aws.Emails()
+	if len(sms) != 1 || !strings.Contains(sms[0].Message, "123456") || len(mails) != 1 || !strings.Contains(mails[0].Text, "654321") {
+		t.Errorf("the samples' codes were not sent: %+v %+v", sms, mails)
+	}
+}
+
+func compact(t *testing.T, b []byte) []byte {
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
