@@ -186,7 +186,7 @@ func (s *stack) eval(e any) any {
 					}
 					return out
 				case "Fn::GetAtt":
-					return "getatt-" + scalar(arg)
+					return s.getAtt(arg)
 				}
 			}
 		}
@@ -268,6 +268,22 @@ func (s *stack) sub(arg any) string {
 		}
 		return scalar(s.ref(name))
 	})
+}
+
+// getAtt is a resource attribute: a KMS key's Arn as KMS formats it (the
+// policies name it), anything else a placeholder.
+func (s *stack) getAtt(arg any) string {
+	var res, attr string
+	switch a := arg.(type) {
+	case string:
+		res, attr, _ = strings.Cut(a, ".")
+	case []any:
+		res, attr = scalar(a[0]), scalar(a[1])
+	}
+	if r, ok := s.tmpl["Resources"].(map[string]any)[res].(map[string]any); ok && r["Type"] == "AWS::KMS::Key" && attr == "Arn" {
+		return "arn:aws:kms:" + region + ":" + account + ":key/00000000-0000-4000-8000-" + fmt.Sprintf("%012x", len(res))
+	}
+	return "getatt-" + scalar(arg)
 }
 
 // resource is an evaluated resource of the stack; nil when its condition

@@ -95,8 +95,21 @@ func TestPolicyARNsNameWhatTheFunctionsRead(t *testing.T) {
 				if want := s.params["SecretsKmsKeyArn"] != ""; kms != want {
 					t.Errorf("%s: kms:Decrypt on the customer-managed key %v, want %v", f.name, kms, want)
 				}
+				// The custom senders' codes: the trigger key, directly, for
+				// the function that decrypts them alone.
+				triggerKey, _ := s.eval(map[string]any{"Fn::GetAtt": "TriggerKey.Arn"}).(string)
+				if fn.KMS && !allows(sts, "kms:Decrypt", triggerKey) {
+					t.Errorf("%s decrypts the custom senders' codes, which its role does not allow", f.name)
+				}
 				for _, st := range sts {
-					if len(st.Actions) == 1 && st.Actions[0] == "kms:Decrypt" && !strings.Contains(scalar(st.Condition["StringEquals"].(map[string]any)["kms:ViaService"]), "secretsmanager."+region) {
+					if len(st.Actions) != 1 || st.Actions[0] != "kms:Decrypt" {
+						continue
+					}
+					if fn.KMS && slices.Equal(st.Resources, []string{triggerKey}) && st.Condition == nil {
+						continue
+					}
+					via, _ := st.Condition["StringEquals"].(map[string]any)
+					if !strings.Contains(scalar(via["kms:ViaService"]), "secretsmanager."+region) {
 						t.Errorf("%s may decrypt with the key outside Secrets Manager: %v", f.name, st.Condition)
 					}
 				}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -154,7 +155,7 @@ func TestResourcesAreHardened(t *testing.T) {
 			}
 		}
 	}
-	for typ, n := range map[string]int{"AWS::Lambda::Function": 7, "AWS::ElastiCache::UserGroup": 1, "AWS::EC2::SecurityGroup": 3, "AWS::EC2::VPCEndpoint": 3, "AWS::Logs::LogGroup": 8} {
+	for typ, n := range map[string]int{"AWS::Lambda::Function": 9, "AWS::ElastiCache::UserGroup": 1, "AWS::EC2::SecurityGroup": 3, "AWS::EC2::VPCEndpoint": 3, "AWS::Logs::LogGroup": 10, "AWS::Lambda::Permission": 14, "AWS::KMS::Key": 1} {
 		if counts[typ] != n {
 			t.Errorf("%d %s, want %d", counts[typ], typ, n)
 		}
@@ -169,4 +170,75 @@ func toString(v any) string {
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
 	return ""
+}
+
+// TestTheTriggersAreWiredIntoThePool: the pool the stack creates calls
+// the trigger functions (the custom senders as V1_0 with the stack's
+// key), Cognito may invoke them for that pool only (or the existing pool
+// named), encrypt with the key and never decrypt; the WAF web ACL exists
+// only when asked for; CognitoTriggers false deploys none of it.
+func TestTheTriggersAreWiredIntoThePool(t *testing.T) {
+	s := newStack(t)
+	lc, _ := s.resource("UserPool")["Properties"].(map[string]any)["LambdaConfig"].(map[string]any)
+	key := s.getAtt("TriggerKey.Arn")
+	if scalar(lc["KMSKeyID"]) != key {
+		t.Errorf("the pool's KMSKeyID: %v, want %s", lc["KMSKeyID"], key)
+	}
+	for _, k := range []string{"CustomSMSSender", "CustomEmailSender"} {
+		v, _ := lc[k].(map[string]any)
+		if scalar(v["LambdaArn"]) != "getatt-CognitoSendFunction,Arn" || v["LambdaVersion"] != "V1_0" {
+			t.Errorf("%s: %v", k, v)
+		}
+	}
+	for _, k := range []string{"PreSignUp", "PreAuthentication", "PostAuthentication", "PostConfirmation"} {
+		if scalar(lc[k]) != "getatt-CognitoAuthFunction,Arn" {
+			t.Errorf("%s: %v", k, lc[k])
+		}
+	}
+	for _, p := range []string{"CognitoSendPermission", "CognitoAuthPermission"} {
+		props := s.resource(p)["Properties"].(map[string]any)
+		if props["Principal"] != "cognito-idp.amazonaws.com" || scalar(props["SourceArn"]) != "getatt-UserPool,Arn" || props["Action"] != "lambda:InvokeFunction" {
+			t.Errorf("%s: %v", p, props)
+		}
+	}
+	policy, _ := json.Marshal(s.resource("TriggerKey")["Properties"].(map[string]any)["KeyPolicy"])
+	for _, st := range s.resource("TriggerKey")["Properties"].(map[string]any)["KeyPolicy"].(map[string]any)["Statement"].([]any) {
+		m := st.(map[string]any)
+		if strings.Contains(fmt.Sprint(m["Principal"]), "cognito-idp") && (fmt.Sprint(m["Action"]) != "[kms:CreateGrant kms:Encrypt]" || m["Condition"] == nil) {
+			t.Errorf("Cognito's grant on the key: %v", m)
+		}
+	}
+	if strings.Contains(string(policy), "Decrypt") {
+		t.Errorf("the key policy names Decrypt: %s", policy)
+	}
+	if s.resource("UserPoolWebAcl") != nil {
+		t.Error("a web ACL without UserPoolWafRateLimit")
+	}
+
+	existing := newStack(t, "CreateUserPool", "false", "ExistingUserPoolId", region+"_AbCdEf", "ExistingUserPoolClientId", "1example23456789",
+		"UserPoolWafRateLimit", "300")
+	want := "arn:aws:cognito-idp:" + region + ":" + account + ":userpool/" + region + "_AbCdEf"
+	for _, p := range []string{"CognitoSendPermission", "CognitoAuthPermission"} {
+		if got := scalar(existing.resource(p)["Properties"].(map[string]any)["SourceArn"]); got != want {
+			t.Errorf("%s with an existing pool: SourceArn %s, want %s", p, got, want)
+		}
+	}
+	acl := existing.resource("UserPoolWebAcl")
+	b, _ := json.Marshal(acl)
+	if acl == nil || !strings.Contains(string(b), `"Limit":"300"`) && !strings.Contains(string(b), `"Limit":300`) {
+		t.Errorf("the web ACL: %s", b)
+	}
+	if got := scalar(existing.resource("UserPoolWebAclAssociation")["Properties"].(map[string]any)["ResourceArn"]); got != want {
+		t.Errorf("the web ACL is associated with %s, want %s", got, want)
+	}
+
+	off := newStack(t, "CognitoTriggers", "false")
+	for _, r := range []string{"CognitoSendFunction", "CognitoAuthFunction", "TriggerKey", "CognitoSendPermission"} {
+		if off.resource(r) != nil {
+			t.Errorf("CognitoTriggers false deploys %s", r)
+		}
+	}
+	if _, ok := off.resource("UserPool")["Properties"].(map[string]any)["LambdaConfig"]; ok {
+		t.Error("CognitoTriggers false wires triggers into the pool")
+	}
 }
