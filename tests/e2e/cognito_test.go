@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,6 +23,12 @@ import (
 // a free port, with its data in a temporary folder; it returns its
 // endpoint and an SDK client on it.
 func cognitoLocal(t *testing.T) (string, *cip.Client) {
+	return cognitoLocalWith(t, nil)
+}
+
+// cognitoLocalWith is cognitoLocal with a config document
+// (.cognito/config.json: TriggerFunctions, LambdaClient, KMSConfig).
+func cognitoLocalWith(t *testing.T, config map[string]any) (string, *cip.Client) {
 	t.Helper()
 	bin, err := filepath.Abs("cognito/node_modules/.bin/cognito-local")
 	if err != nil {
@@ -44,6 +51,15 @@ func cognitoLocal(t *testing.T) (string, *cip.Client) {
 	l.Close()
 	cmd := exec.Command(bin)
 	cmd.Dir = t.TempDir()
+	if config != nil {
+		b, _ := json.Marshal(config)
+		if err := os.MkdirAll(filepath.Join(cmd.Dir, ".cognito"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cmd.Dir, ".cognito", "config.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "HOST=127.0.0.1")
 	logs := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
