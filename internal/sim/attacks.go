@@ -15,15 +15,21 @@ const sprayPassword = "Winter2030!"
 // smsPrice is the USD price of one SMS by country (a rough public price
 // list), for the cost of pumping.
 var smsPrice = map[string]float64{"LV": 0.11, "TN": 0.27, "KG": 0.31, "UZ": 0.26, "LK": 0.20, "PK": 0.15, "NG": 0.30,
-	"ID": 0.35, "EG": 0.22, "BD": 0.25}
+	"ID": 0.35, "EG": 0.22, "BD": 0.25, "KZ": 0.29, "TJ": 0.33, "AZ": 0.30, "GE": 0.21, "AM": 0.24, "MN": 0.19, "KH": 0.23,
+	"NP": 0.20, "MM": 0.28, "SN": 0.26}
 
 // pumpCountries are where pumped numbers are: high-cost destinations
 // where the simulated service has no users.
 var pumpCountries = []string{"LV", "TN", "KG", "UZ", "LK", "PK", "NG", "ID", "EG", "BD"}
 
+// cognitoPumpCountries are the Cognito pumping's: ten others of the same
+// kind, so that each attack meets budgets the other did not spend.
+var cognitoPumpCountries = []string{"KZ", "TJ", "AZ", "GE", "AM", "MN", "KH", "NP", "MM", "SN"}
+
 func (e *engine) attacks(scale float64) {
 	n := func(x int) int { return int(math.Round(float64(x) * scale)) }
-	e.pumping(n(4000))
+	e.pumping(n(4000), false)
+	e.pumping(n(4000), true)
 	e.bombing(n(3000))
 	e.bruteForce(n(5000))
 	e.stuffing(StuffFast, n(3000), 2*time.Hour, Day0.Add(3*time.Hour), false)
@@ -85,16 +91,25 @@ func (e *engine) admitted(st *AttackStats, r reply) {
 }
 
 // pumping: numbers in 50 high-cost mobile prefixes of 10 countries, each
-// asked for a code once, from 200 addresses, at a low rate all day.
-func (e *engine) pumping(attempts int) {
+// asked for a code once, from 200 addresses, at a low rate all day;
+// viaCognito, the same through a user pool's sign-up (its custom SMS
+// sender trigger, which sees no address; each sign-up a new user name).
+func (e *engine) pumping(attempts int, viaCognito bool) {
 	st := e.res.Attacks[Pumping]
+	if viaCognito {
+		st = e.res.Attacks[PumpingCognito]
+	}
 	src := e.sources(200, 20)
 	type prefix struct {
 		base    string
 		country string
 	}
 	var prefixes []prefix
-	for _, region := range pumpCountries {
+	countries := pumpCountries
+	if viaCognito {
+		countries = cognitoPumpCountries
+	}
+	for _, region := range countries {
 		found := 0
 		for k := 0; k < 200_000 && found < 5; k += 10_000 {
 			if d, err := guard.ParsePhone(exampleMobile(region, k), policy); err == nil {
@@ -109,8 +124,12 @@ func (e *engine) pumping(attempts int) {
 		at := Day0.Add(time.Duration(e.rng.Int64N(int64(24 * time.Hour))))
 		ip := src[e.rng.IntN(len(src))]
 		e.at(at, func() {
-			r := e.post("/v1/otp/send", ip, "", map[string]string{"channel": "sms", "to": num, "purpose": "signup"})
-			e.admitted(st, r)
+			if viaCognito {
+				e.cognitoSignUp(st, num, fmt.Sprintf("pump-%d", i))
+			} else {
+				r := e.post("/v1/otp/send", ip, "", map[string]string{"channel": "sms", "to": num, "purpose": "signup"})
+				e.admitted(st, r)
+			}
 			for _, m := range e.sent {
 				if m.channel == guard.SMS {
 					st.Succeeded++

@@ -29,7 +29,7 @@ func Table(results []*Result) string {
 		}
 		fmt.Fprintln(tw)
 	}
-	units := map[string]string{Pumping: "SMS delivered", Bombing: "victim emails", BruteForce: "codes guessed",
+	units := map[string]string{Pumping: "SMS delivered", PumpingCognito: "SMS delivered", Bombing: "victim emails", BruteForce: "codes guessed",
 		StuffFast: "accounts taken", StuffSlow: "accounts taken", StuffAdapt: "accounts taken", StuffResi: "accounts taken",
 		Spraying: "accounts taken"}
 	for _, a := range Attacks {
@@ -56,7 +56,7 @@ func Table(results []*Result) string {
 		if a == BruteForce {
 			row("  guesses checked", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Admitted-144) })
 		}
-		if a == Pumping {
+		if a == Pumping || a == PumpingCognito {
 			row("  SMS cost", func(r *Result) string { return fmt.Sprintf("$%.2f", r.Attacks[a].Cost) })
 		}
 	}

@@ -45,19 +45,22 @@ type Options struct {
 
 // Attack names, in report order.
 const (
-	Pumping    = "sms pumping"
-	Bombing    = "email bombing"
-	BruteForce = "otp brute force"
-	StuffFast  = "stuffing (fast)"
-	StuffSlow  = "stuffing (slow)"
-	StuffAdapt = "stuffing (adaptive)"
-	StuffResi  = "stuffing (residential proxies)"
-	Spraying   = "password spraying"
-	LockoutDoS = "lockout-DoS"
+	Pumping = "sms pumping"
+	// PumpingCognito is the same pumping through a Cognito user pool's
+	// sign-up: the custom SMS sender trigger (SPEC section 12).
+	PumpingCognito = "sms pumping (Cognito sign-up)"
+	Bombing        = "email bombing"
+	BruteForce     = "otp brute force"
+	StuffFast      = "stuffing (fast)"
+	StuffSlow      = "stuffing (slow)"
+	StuffAdapt     = "stuffing (adaptive)"
+	StuffResi      = "stuffing (residential proxies)"
+	Spraying       = "password spraying"
+	LockoutDoS     = "lockout-DoS"
 )
 
 // Attacks lists them in report order.
-var Attacks = []string{Pumping, Bombing, BruteForce, StuffFast, StuffSlow, StuffAdapt, StuffResi, Spraying, LockoutDoS}
+var Attacks = []string{Pumping, PumpingCognito, Bombing, BruteForce, StuffFast, StuffSlow, StuffAdapt, StuffResi, Spraying, LockoutDoS}
 
 // AttackStats is what one attack achieved.
 type AttackStats struct {
@@ -165,7 +168,7 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	if err != nil {
 		return nil, err
 	}
-	e.h, e.g = srv, g
+	e.h, e.g, e.srv = srv, g, srv
 	if err := e.population(o.Users); err != nil {
 		return nil, err
 	}
@@ -232,6 +235,7 @@ type engine struct {
 	rng       *rand.Rand
 	now       time.Time
 	h         http.Handler
+	srv       *api.Server
 	g         *guard.Guard
 	q         evq
 	seq       int
@@ -373,6 +377,21 @@ type reply struct {
 }
 
 func (r reply) str(k string) string { s, _ := r.body[k].(string); return s }
+
+// cognitoSignUp is a user pool's custom SMS sender asked, for a sign-up
+// by user, to deliver a code to num: the trigger's API method, as the
+// cognitosend function calls it once it decrypted the code.
+func (e *engine) cognitoSignUp(st *AttackStats, num, user string) {
+	e.sent = e.sent[:0]
+	st.Attempts++
+	err := e.srv.CognitoSend(context.Background(), api.CognitoMessage{
+		TriggerSubject: api.TriggerSubject{Account: user}, Source: "SignUp", Channel: guard.SMS, To: num, Code: "123456",
+	})
+	if err == nil {
+		st.Admitted++
+	}
+	e.res.Requests++
+}
 
 // post sends a request from ip (with a device token, when device is set).
 func (e *engine) post(path, ip, device string, body any) reply {
