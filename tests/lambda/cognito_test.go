@@ -132,6 +132,7 @@ func kmsClient(t testing.TB, aws *awsfake.Server) esdk.KMS {
 // cognitoConfig is the config parameter of the trigger tests: small limits
 // to reach.
 const cognitoConfig = `otp: {ttl: 5m}
+store: {timeout: 1s} # the tests' machines are shared and loaded: an exact count needs no store timeouts
 rules:
   - {name: sms-per-destination, action: otp.send, key: [destination], limit: 3, window: 1h}
   - {name: email-per-account, action: otp.send, key: [account], limit: 5, window: 1h}
@@ -149,6 +150,7 @@ func triggerEnv(aws *awsfake.Server, rb lambdaRedis) map[string]string {
 		"GUARD_CONFIG_PARAM": "/otpguard/config", "GUARD_HASH_SECRET_ID": "otpguard/hash",
 		"SES_FROM": "no-reply@otpguard.example", "SMS_SENDER_ID": "OTPGUARD",
 		"COGNITO_KMS_KEY_ARN": sampleKeyARN, "COGNITO_TRUSTED_CLIENTS": "backendclient",
+		"EMAIL_PER_SECOND": "100", "SMS_PER_SECOND": "100", // the provider's pace is not what these tests measure
 	}
 }
 
@@ -369,6 +371,12 @@ func TestTheAuthTriggersUnderTheRuntimeAPI(t *testing.T) {
 			if receipts() != 0 {
 				t.Fatal("the receipt is still there after the confirmation")
 			}
+			logs := waitFor(stderr, `"requestId":"confirm"`)
+			for _, clear := range []string{"Bob@Example", "bob@example", "carol@example", "hana@example", "198.51.100.7", `"dana"`, `"erin"`, `"ghost"`} {
+				if strings.Contains(logs, clear) {
+					t.Errorf("%s is in the function's logs", clear)
+				}
+			}
 		})
 	}
 }
@@ -443,38 +451,67 @@ func (r *runtimeAPI) invokeRaw(t *testing.T, id string, event []byte) result {
 	return result{}
 }
 
-// TestTheCustomSMSSenderHoldsItsLimitUnder50ParallelInvocations: fifty
-// invocations at once of the custom SMS sender's handler (as fifty
-// containers would run them; the bootstrap serves one at a time) for one
-// number send exactly the limit, on plain Redis and the Serverless double.
-func TestTheCustomSMSSenderHoldsItsLimitUnder50ParallelInvocations(t *testing.T) {
+// TestEachTriggerHoldsItsLimitUnder50ParallelInvocations: fifty
+// invocations at once of each limited trigger's handler (as fifty
+// containers would run them; a bootstrap serves one at a time) for one
+// subject admit exactly the limit, on plain Redis and the Serverless
+// double: the custom SMS and email senders send 3 (sms-per-destination,
+// email-per-account), PreSignUp admits 2 (signup-per-destination),
+// PreAuthentication 3 failures (login-per-account).
+func TestEachTriggerHoldsItsLimitUnder50ParallelInvocations(t *testing.T) {
 	for _, rb := range lambdaBackends(t) {
 		t.Run(rb.name, func(t *testing.T) {
 			aws := newTriggerAWS(rb)
 			defer aws.Close()
 			env := triggerEnv(aws, rb)
 			var stderr testutil.Buffer
-			h := lambdaapp.Start(context.Background(), lambdaapp.Cognitosend,
-				lambdaapp.Parts{Senders: delivery.Senders, Trigger: triggers.Build}, func(k string) string { return env[k] }, &testutil.Buffer{}, &stderr)
-			handle := lambdaapp.TriggerHandler(h)
-			codes := encrypt(t, aws, sampleKeyARN, "forbid", strings.Split(strings.Repeat("123456 ", 50), " ")[:50]...)
-			var wg sync.WaitGroup
-			var failed atomic.Int64
-			start := make(chan struct{})
-			for i := range 50 {
-				wg.Go(func() {
-					<-start
-					ev := senderEvent("CustomSMSSender", "SignUp", codes[i], map[string]string{"phone_number": "+447911123456"})
-					if _, err := handle(context.Background(), ev); err != nil {
-						failed.Add(1)
-						t.Errorf("invocation %d: %v", i, err)
-					}
-				})
+			handler := func(fn lambdaapp.Function) func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return lambdaapp.TriggerHandler(lambdaapp.Start(context.Background(), fn,
+					lambdaapp.Parts{Senders: delivery.Senders, Trigger: triggers.Build}, func(k string) string { return env[k] }, &testutil.Buffer{}, &stderr))
 			}
-			close(start)
-			wg.Wait()
-			if n := len(aws.SMS()); n != 3 {
-				t.Fatalf("%d of 50 parallel invocations sent an SMS, want exactly 3\n%s", n, stderr.String())
+			send, auth := handler(lambdaapp.Cognitosend), handler(lambdaapp.Cognitoauth)
+			codes := encrypt(t, aws, sampleKeyARN, "forbid", strings.Split(strings.Repeat("123456 ", 100), " ")[:100]...)
+			cases := []struct {
+				name    string
+				handle  func(context.Context, json.RawMessage) (json.RawMessage, error)
+				event   func(i int) []byte
+				counted func(ok int) int // what the test counts: SMS, emails, or answers without error
+				want    int
+			}{
+				{"CustomSMSSender", send, func(i int) []byte {
+					return senderEvent("CustomSMSSender", "SignUp", codes[i], map[string]string{"phone_number": "+447911123456"})
+				}, func(int) int { return len(aws.SMS()) }, 3},
+				{"CustomEmailSender", send, func(i int) []byte {
+					ev := senderEvent("CustomEmailSender", "ForgotPassword", codes[50+i], map[string]string{"email": fmt.Sprintf("user%d@example.com", i)})
+					return bytes.Replace(ev, []byte(`"5f1c2d3e-user"`), []byte(`"one-account"`), 1)
+				}, func(int) int { return len(aws.Emails()) }, 5},
+				{"PreSignUp", auth, func(int) []byte {
+					return authEvent("PreSignUp_SignUp", "zed", "appclient", map[string]any{"userAttributes": map[string]string{"email": "zed@example.com"}})
+				}, func(ok int) int { return ok }, 2},
+				{"PreAuthentication", auth, func(int) []byte {
+					return authEvent("PreAuthentication_Authentication", "yves", "appclient", map[string]any{"userNotFound": false})
+				}, func(ok int) int { return ok }, 3},
+			}
+			for _, c := range cases {
+				var wg sync.WaitGroup
+				var ok atomic.Int64
+				start := make(chan struct{})
+				for i := range 50 {
+					wg.Go(func() {
+						<-start
+						_, err := c.handle(context.Background(), c.event(i))
+						if err == nil {
+							ok.Add(1)
+						} else if !strings.Contains(err.Error(), "Too many attempts") {
+							t.Errorf("%s invocation %d: %v", c.name, i, err)
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+				if got := c.counted(int(ok.Load())); got != c.want {
+					t.Errorf("%s: %d of 50 parallel invocations got through, want exactly %d\n%s", c.name, got, c.want, stderr.String())
+				}
 			}
 		})
 	}
