@@ -21,6 +21,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
@@ -59,6 +60,25 @@ type Observer interface {
 	// request's outcome (sent, approved, rate_limited, ...) and the
 	// decision (zero when the request was refused before deciding).
 	Observe(ctx context.Context, action, outcome string, d guard.Decision)
+}
+
+// SendObserver is an Observer that is also told each message delivered:
+// its channel and, for SMS, the destination's country (the cost proxy).
+type SendObserver interface {
+	Sent(ctx context.Context, channel, country string)
+}
+
+// LatencyObserver is an Observer that is also told each guarded
+// request's time.
+type LatencyObserver interface {
+	Latency(ctx context.Context, action string, d time.Duration)
+}
+
+// delivered tells the observer of a message delivered to dest.
+func (s *Server) delivered(ctx context.Context, dest guard.Destination) {
+	if o, ok := s.Observer.(SendObserver); ok {
+		o.Sent(ctx, string(dest.Channel), dest.Country)
+	}
 }
 
 // ChallengeObserver is an Observer that is also told how the proofs that

@@ -181,6 +181,7 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 		s.fail(w, rec, problem("delivery_unavailable", "the step-up code could not be sent; retry later"))
 		return
 	}
+	s.delivered(ctx, dest)
 	rec.outcome = "challenged"
 	name := "EMAIL_OTP"
 	if dest.Channel == guard.SMS {

@@ -164,6 +164,7 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 		return fmt.Errorf("api: send the %s message: %w", dest.Channel, err)
 	}
 	rec.outcome = "sent"
+	s.delivered(ctx, dest)
 	if receipt != "" && s.Blobs != nil {
 		// PostConfirmation settles it as verified (the budgets that follow
 		// verified traffic); Cognito's sign-up codes live 24 hours

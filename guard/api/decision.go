@@ -100,6 +100,9 @@ func (s *Server) logDecision(ctx context.Context, rec *record) {
 	outcome, _, _ := strings.Cut(rec.outcome, ":")
 	if s.Observer != nil {
 		s.Observer.Observe(ctx, rec.action, outcome, rec.decision)
+		if o, ok := s.Observer.(LatencyObserver); ok {
+			o.Latency(ctx, rec.action, time.Since(rec.start))
+		}
 	}
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {
 		return

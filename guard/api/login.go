@@ -235,7 +235,9 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 	}
 	if err != nil {
 		s.Log.ErrorContext(ctx, "signup code", "err", err)
+		return
 	}
+	s.delivered(ctx, dest)
 }
 
 // rejection is what an authenticator says of a rejected signup (it wraps

@@ -111,6 +111,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.outcome = "sent"
+	s.delivered(ctx, dest)
 	writeJSON(w, http.StatusAccepted, sendResponse{
 		Status: "pending", Channel: string(dest.Channel), To: mask(dest),
 		ExpiresIn: int(s.Codes.TTL() / time.Second), ResendIn: s.resend,

@@ -14,7 +14,13 @@
 //	                                                  shadow_denied, store_error, skipped,
 //	                                                  challenged; and for the proof a
 //	                                                  challenge asked for: passed, failed)
+//	Sent            dimensions Channel, Country      (a message delivered: email, or
+//	                                                  sms and its destination's country,
+//	                                                  the SMS cost proxy)
+//	Latency         dimension Action                 (milliseconds, a guarded request's
+//	                                                  whole time in the function)
 //	ConfigRejected  (a config or key refresh that was refused)
+//	NotReady        (an invocation answered 503 not_ready)
 //
 // No identifier is ever a dimension or a property.
 package emf
@@ -31,6 +37,10 @@ import (
 
 // Namespace is the CloudWatch namespace of the metrics.
 const Namespace = "otpguard"
+
+// Metrics lists the metric names the package writes (the stack's
+// dashboard names them: tests/deploy checks both ways).
+var Metrics = []string{"Requests", "Decisions", "Sent", "Latency", "ConfigRejected", "NotReady"}
 
 // Observer writes one EMF line per request and per rule evaluated. It
 // implements api.Observer.
@@ -96,6 +106,37 @@ func (o *Observer) Challenge(_ context.Context, action, rule, outcome string) {
 		"_aws":  metadata{o.now().UnixMilli(), []metricDirective{{Namespace, [][]string{{"Stack", "Action", "Rule", "Outcome"}}, []metric{{"Decisions", "Count"}}}}},
 		"Stack": o.stack, "Action": action, "Rule": rule, "Outcome": outcome, "Decisions": 1,
 	})
+	if err != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, _ = o.w.Write(append(b, '\n'))
+}
+
+// Sent implements api.SendObserver: one message delivered on channel
+// (email, sms) to a destination in country (ISO 3166 alpha-2; "-" for
+// email).
+func (o *Observer) Sent(_ context.Context, channel, country string) {
+	if country == "" {
+		country = "-"
+	}
+	o.write(map[string]any{
+		"_aws":  metadata{o.now().UnixMilli(), []metricDirective{{Namespace, [][]string{{"Stack", "Channel", "Country"}}, []metric{{"Sent", "Count"}}}}},
+		"Stack": o.stack, "Channel": channel, "Country": country, "Sent": 1,
+	})
+}
+
+// Latency implements api.LatencyObserver: a guarded request's time.
+func (o *Observer) Latency(_ context.Context, action string, d time.Duration) {
+	o.write(map[string]any{
+		"_aws":  metadata{o.now().UnixMilli(), []metricDirective{{Namespace, [][]string{{"Stack", "Action"}}, []metric{{"Latency", "Milliseconds"}}}}},
+		"Stack": o.stack, "Action": action, "Latency": float64(d.Microseconds()) / 1000,
+	})
+}
+
+func (o *Observer) write(line map[string]any) {
+	b, err := json.Marshal(line)
 	if err != nil {
 		return
 	}
