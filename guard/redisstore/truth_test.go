@@ -33,6 +33,9 @@ type process struct {
 func newProcess(t *testing.T, rdb redis.UniversalClient, cfg guard.Config) *process {
 	t.Helper()
 	p := &process{bs: memstore.New(nil)}
+	// These tests are about what Redis says, not about timeouts: on a
+	// loaded machine the default 50ms would let the backstop decide.
+	cfg.Store.Timeout = 2 * time.Second
 	g, err := guard.New(cfg, redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: secret, Backstop: p.bs,
 		Unblocked: func(ctx context.Context, states []guard.State) {
 			if err := redisstore.PublishUnblocked(ctx, rdb, states); err != nil {
@@ -80,6 +83,9 @@ func failLogin(t *testing.T, g *guard.Guard, req guard.Request) guard.Decision {
 	d, err := g.Allow(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d.StoreError != nil {
+		t.Fatalf("store error: %v", d.StoreError)
 	}
 	if d.Allowed {
 		if _, err := g.Settle(context.Background(), req, d, guard.Failure); err != nil {
