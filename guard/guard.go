@@ -1021,3 +1021,11 @@ func newID() string {
 	_, _ = rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
+
+// Value is the subject's value of a dimension as the guard keys it
+// (normalized; a network for ip/24 and the like), "" when it has none:
+// for fingerprints in logs and events, never stored in clear.
+func (g *Guard) Value(dim string, s Subject) string {
+	v, _ := g.dimension(dim, s)
+	return v
+}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/token"
 )
@@ -128,6 +129,11 @@ type Deps struct {
 	// Captcha verifies CAPTCHA tokens (challenge.captcha); nil when none
 	// is configured.
 	Captcha Captcha
+	// Events receives the security events (guard/events); nil sends none.
+	Events events.Publisher
+	// Caller names who made an internal request (the IAM principal on
+	// AWS), for the Admin Unblock event; nil: "".
+	Caller func(*http.Request) string
 }
 
 // Server is the API. Build it with [NewServer].

@@ -238,7 +238,7 @@ func (s *Server) CognitoSignUp(ctx context.Context, sub TriggerSubject, email, p
 // triggerDecide completes req with sub, decides, and records the outcome.
 func (s *Server) triggerDecide(ctx context.Context, rec *record, req guard.Request, sub TriggerSubject) error {
 	if a, err := guard.ParseAccount(sub.Account); err == nil {
-		req.Subject.Account = a
+		req.Subject.Account, rec.account = a, a
 		if rec.subject == "" {
 			rec.subject = s.Guard.Fingerprint("account", a)
 		}
@@ -273,7 +273,30 @@ func (s *Server) triggerDecide(ctx context.Context, rec *record, req guard.Reque
 func (s *Server) CognitoPreAuthentication(ctx context.Context, sub TriggerSubject) error {
 	rec := newRecord("login")
 	defer s.logDecision(ctx, rec)
-	return s.triggerDecide(ctx, rec, guard.Request{Action: "login"}, sub)
+	err := s.triggerDecide(ctx, rec, guard.Request{Action: "login"}, sub)
+	var denied *Denied
+	if !errors.As(err, &denied) {
+		return err
+	}
+	// The failures reached a limit. /v1/login learns of each failure
+	// (its Settle starts a rule's lockout); a trigger never does, since a
+	// wrong password never reaches PostAuthentication: the lockout starts
+	// here, at the first attempt past the limit, for the rule's duration.
+	d := rec.decision
+	for _, res := range d.Rules {
+		r := s.ruleSpec(res.Rule)
+		if res.Allowed || res.Locked || res.Skipped || r == nil || r.Lockout == nil {
+			continue
+		}
+		req := guard.Request{Action: "login", Subject: guard.Subject{Account: rec.account, IP: sub.IP}, Partial: true}
+		for _, l := range s.settle(ctx, req, guard.Decision{}, guard.Failure) {
+			if l.Locked && l.RetryAfter > d.RetryAfter {
+				d.RetryAfter = l.RetryAfter
+			}
+		}
+		return deniedFor(d, nil)
+	}
+	return err
 }
 
 // CognitoPostAuthentication settles the attempt PreAuthentication

@@ -19,6 +19,7 @@ type record struct {
 	ip       string // fingerprint of the client address
 	decision guard.Decision
 	start    time.Time
+	account  string // the normalized account, where a trigger needs it again
 }
 
 func newRecord(action string) *record { return &record{action: action, start: time.Now()} }
@@ -60,6 +61,7 @@ func (s *Server) decide(ctx context.Context, req guard.Request) (guard.Decision,
 		s.Log.ErrorContext(ctx, "store unavailable", "action", req.Action, "err", d.StoreError)
 		return d, storeUnavailable()
 	}
+	s.budgetEvent(ctx, req.Action, req, d)
 	return d, rateLimited(d.DeniedBy, d.RetryAfter)
 }
 
@@ -80,10 +82,15 @@ func backstopDenied(d guard.Decision) bool {
 // success must still give its attempt back, a void attempt its units, a
 // failure its strike (the store timeout bounds it). A failure to record
 // is logged, never shown to the caller.
-func (s *Server) settle(ctx context.Context, req guard.Request, d guard.Decision, o guard.Outcome) {
-	if _, err := s.Guard.Settle(context.WithoutCancel(ctx), req, d, o); err != nil {
+func (s *Server) settle(ctx context.Context, req guard.Request, d guard.Decision, o guard.Outcome) []guard.Result {
+	res, err := s.Guard.Settle(context.WithoutCancel(ctx), req, d, o)
+	if err != nil {
 		s.Log.ErrorContext(ctx, "settle", "action", req.Action, "err", err)
 	}
+	if o == guard.Failure {
+		s.lockoutEvents(ctx, req, d, res)
+	}
+	return res
 }
 
 // fail writes p and notes it as the request's outcome.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/events"
 )
 
 // The internal routes, for an app's backend that keeps its own login or
@@ -201,9 +202,13 @@ func (s *Server) handleOutcome(w http.ResponseWriter, r *http.Request) {
 		invalidRequest(errs).write(w)
 		return
 	}
-	if _, err := s.Guard.Settle(context.WithoutCancel(r.Context()), req, guard.Decision{}, outcome); err != nil {
+	res, err := s.Guard.Settle(context.WithoutCancel(r.Context()), req, guard.Decision{}, outcome)
+	if err != nil {
 		s.internalError(w, r, err)
 		return
+	}
+	if outcome == guard.Failure {
+		s.lockoutEvents(r.Context(), req, guard.Decision{}, res)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	if in.IssueDevice {
@@ -259,7 +264,15 @@ func (s *Server) handleUnblock(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	s.Log.InfoContext(r.Context(), "unblock", "dimension", dim, "subject", s.Guard.Fingerprint(dim, r.PathValue("value")), "rules", strings.Join(names, " "))
+	fp := s.Guard.Fingerprint(dim, s.Guard.Value(dim, subject))
+	s.Log.InfoContext(r.Context(), "unblock", "dimension", dim, "subject", fp, "rules", strings.Join(names, " "))
+	caller := ""
+	if s.Caller != nil {
+		caller = s.Caller(r)
+	}
+	s.publish(r.Context(), events.Event{DetailType: events.AdminUnblock, Detail: map[string]any{
+		"dimension": dim, "subject": fp, "rules": append([]string{}, names...), "caller": caller,
+	}}, "", 0)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/asndb"
 	"github.com/otpguard/otpguard/guard/captcha"
 	"github.com/otpguard/otpguard/guard/memstore"
@@ -63,6 +64,11 @@ type Settings struct {
 	// HTTP is the client of outbound calls (the CAPTCHA provider); nil:
 	// http.DefaultClient.
 	HTTP *http.Client
+	// Events receives the security events (EventBridge on AWS, the log
+	// locally); nil sends none.
+	Events events.Publisher
+	// Caller names an internal request's caller (the IAM principal).
+	Caller func(*http.Request) string
 	// Clock, when set, is the time of the process's own state (deny
 	// cache, leases, backstop): the simulator's virtual clock. Default:
 	// the process clock, the backstop in the store's time.
@@ -171,6 +177,7 @@ func (a *App) Reload(cfg guard.Config, keys Keys) error {
 	srv, err := api.NewServer(api.Deps{
 		Config: cfg, Guard: g, Codes: codes, Tokens: signer, Sender: a.sender, Auth: a.s.Auth, Admin: a.s.Admin,
 		Health: a.s.Health, Log: a.s.Log, Observer: a.s.Observer, Blobs: redisstore.NewBlobs(a.s.Redis), Captcha: verifier,
+		Events: a.s.Events, Caller: a.s.Caller,
 	})
 	if err != nil {
 		return err

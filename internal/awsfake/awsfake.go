@@ -3,7 +3,7 @@
 // aws-sdk-go-v2 clients: SES v2 SendEmail (REST-JSON), SNS Publish (query
 // protocol, XML replies), Secrets Manager GetSecretValue and SSM
 // GetParameter and DescribeSecret (JSON 1.1), KMS GenerateDataKey, Encrypt
-// and Decrypt (JSON 1.1), Cognito InitiateAuth and SignUp (JSON 1.1,
+// and Decrypt and EventBridge PutEvents (JSON 1.1), Cognito InitiateAuth and SignUp (JSON 1.1,
 // unsigned, as the real service takes them). It records what was sent. Point a client at it
 // with AWS_ENDPOINT_URL or aws.Config.BaseEndpoint.
 package awsfake
@@ -57,6 +57,49 @@ type Server struct {
 	fail map[string]string
 	// kmsKeys are the symmetric KMS keys by ARN (AddKMSKey).
 	kmsKeys map[string][]byte
+	events  []BusEvent
+}
+
+// BusEvent is one EventBridge PutEvents entry.
+type BusEvent struct {
+	Source, DetailType, Detail, EventBusName string
+}
+
+// Events returns the EventBridge entries put so far.
+func (s *Server) Events() []BusEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]BusEvent(nil), s.events...)
+}
+
+func (s *Server) putEvents(w http.ResponseWriter, body []byte) {
+	s.call("events:PutEvents")
+	var in struct{ Entries []BusEvent }
+	if err := json.Unmarshal(body, &in); err != nil || len(in.Entries) == 0 || len(in.Entries) > 10 {
+		jsonError(w, 400, "ValidationException", "1 to 10 entries")
+		return
+	}
+	if s.refused(w, "events:PutEvents", in.Entries[0].EventBusName) {
+		return
+	}
+	out := []map[string]string{}
+	s.mu.Lock()
+	for _, e := range in.Entries {
+		if !json.Valid([]byte(e.Detail)) || e.Source == "" || e.DetailType == "" {
+			out = append(out, map[string]string{"ErrorCode": "MalformedDetail", "ErrorMessage": "Detail is malformed."})
+			continue
+		}
+		s.events = append(s.events, e)
+		out = append(out, map[string]string{"EventId": fmt.Sprintf("ev-%d", len(s.events))})
+	}
+	s.mu.Unlock()
+	failed := 0
+	for _, o := range out {
+		if o["ErrorCode"] != "" {
+			failed++
+		}
+	}
+	writeAmzJSON(w, map[string]any{"FailedEntryCount": failed, "Entries": out})
 }
 
 // User is a Cognito user of the fake user pool.
@@ -216,6 +259,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.describeSecret(w, body)
 	case target == "AmazonSSM.GetParameter":
 		s.getParameter(w, body)
+	case target == "AWSEvents.PutEvents":
+		s.putEvents(w, body)
 	case strings.HasPrefix(target, "TrentService."):
 		s.kms(w, strings.TrimPrefix(target, "TrentService."), body)
 	case strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):

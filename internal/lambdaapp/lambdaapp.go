@@ -49,10 +49,12 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/emf"
+	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/guard/token"
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/eventbus"
 )
 
 // Function describes one Lambda function: what its routes need.
@@ -130,7 +132,7 @@ var Functions = []Function{Send, Verify, Jwks, Health, Login, Signup, Backend, C
 // Vars lists the environment variables a function reads: the template
 // test checks that template.yaml sets each, and no others.
 func Vars(fn Function) []string {
-	v := []string{"REDIS_URL", "REDIS_PASSWORD_SECRET_ID", "GUARD_CONFIG_PARAM", "CONFIG_REFRESH", "STACK_NAME"}
+	v := []string{"REDIS_URL", "REDIS_PASSWORD_SECRET_ID", "GUARD_CONFIG_PARAM", "CONFIG_REFRESH", "STACK_NAME", "EVENT_BUS_NAME"}
 	if fn.Hashes {
 		v = append(v, "GUARD_HASH_SECRET_ID")
 	}
@@ -322,6 +324,9 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
 
 	s := app.Settings{Redis: rdb, Secret: hash, Log: log, Observer: rt.metrics}
+	if bus := getenv("EVENT_BUS_NAME"); bus != "" {
+		s.Events = eventbus.New(awsCfg, bus, env.Stack)
+	}
 	if id := getenv("CAPTCHA_SECRET_ID"); fn.Captcha && id != "" {
 		if s.CaptchaSecret, err = sm.get(ctx, id, ""); err != nil {
 			return nil, failed("the CAPTCHA secret", err)
@@ -359,12 +364,14 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 		// The gateway's IAM authorizer checked the SigV4 signature; a
 		// request without its verdict did not come through it.
 		s.Admin = func(r *http.Request) bool { return apigw.IAMCaller(r.Context()) != "" }
+		s.Caller = func(r *http.Request) string { return apigw.IAMCaller(r.Context()) }
 	}
 	if rt.app, err = app.New(ctx, s, cfg, keys); err != nil {
 		return nil, err
 	}
 	rt.cfgSched.done(true)
 	rt.keySched.done(true)
+	rt.configEvent(ctx, doc, cfg, nil)
 	return rt, nil
 }
 
@@ -463,6 +470,9 @@ func (rt *runtime) refreshConfig(ctx context.Context) bool {
 	if err != nil {
 		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", err)
 		rt.metrics.Count(ctx, "ConfigRejected")
+		if !isUnreadable(err) {
+			rt.configEvent(ctx, doc, cfg, err)
+		}
 		return !isUnreadable(err)
 	}
 	if doc == rt.doc {
@@ -471,8 +481,10 @@ func (rt *runtime) refreshConfig(ctx context.Context) bool {
 	if err := rt.app.Reload(cfg, rt.keysNow); err != nil {
 		rt.log.ErrorContext(ctx, "config refresh rejected; the last good config stays", "err", err)
 		rt.metrics.Count(ctx, "ConfigRejected")
+		rt.configEvent(ctx, doc, cfg, err)
 		return true
 	}
+	rt.configEvent(ctx, doc, cfg, nil)
 	rt.doc = doc
 	rt.log.InfoContext(ctx, "config refreshed", "config", docID(doc))
 	return true
@@ -524,7 +536,7 @@ func (rt *runtime) config(ctx context.Context) (guard.Config, string, error) {
 	}
 	cfg, err := guard.ParseConfig([]byte(doc))
 	if err != nil {
-		return guard.Config{}, "", fmt.Errorf("config parameter %s: %w", rt.env.ConfigParam, err)
+		return guard.Config{}, doc, fmt.Errorf("config parameter %s: %w", rt.env.ConfigParam, err)
 	}
 	return cfg, doc, nil
 }
@@ -572,4 +584,19 @@ func KeyFromSecret(s string) (ed25519.PrivateKey, error) {
 	}
 	seed := sha256.Sum256([]byte("otpguard token signing key\x00" + s))
 	return ed25519.NewKeyFromSeed(seed[:]), nil
+}
+
+// configEvent publishes Config Applied (err nil) or Config Rejected for a
+// document, once per document and stack a day (every container reads
+// it; the mark in Redis lets one event through).
+func (rt *runtime) configEvent(ctx context.Context, doc string, cfg guard.Config, err error) {
+	e := events.Event{DetailType: events.ConfigApplied, Detail: map[string]any{"config": docID(doc), "rules": len(cfg.Rules)}}
+	if err != nil {
+		reason := err.Error()
+		if len(reason) > 1000 {
+			reason = reason[:1000]
+		}
+		e = events.Event{DetailType: events.ConfigRejected, Detail: map[string]any{"config": docID(doc), "reason": reason}}
+	}
+	rt.app.Server().Publish(ctx, e, docID(doc), 24*time.Hour)
 }

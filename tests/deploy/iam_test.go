@@ -19,6 +19,7 @@ var arnFormats = map[string]*regexp.Regexp{
 	"kms":         regexp.MustCompile(`^arn:aws:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$`),
 	"ses":         regexp.MustCompile(`^arn:aws:ses:[a-z0-9-]+:\d{12}:(identity|configuration-set)/\*$`),
 	"sns":         regexp.MustCompile(`^arn:aws:sns:\*:\*:\*$|^\*$`),
+	"events":      regexp.MustCompile(`^arn:aws:events:[a-z0-9-]+:\d{12}:event-bus/[A-Za-z0-9._-]+$`),
 }
 
 // parameterARN is the ARN SSM gives the parameter a function reads: for a
