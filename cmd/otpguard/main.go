@@ -104,7 +104,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	handler, err := app.New(ctx, app.Settings{
 		Redis: rdb, Secret: secret, Auth: auth, Admin: app.BearerAdmin(getenv("ADMIN_TOKEN")), Log: log, CaptchaSecret: getenv("CAPTCHA_SECRET"),
-		Events: events.Log{Logger: log, Stack: "local"},
+		Events:  events.Log{Logger: log, Stack: "local"},
 		Senders: func(guard.Store) (api.Sender, error) { return outbox.New(box, nil), nil },
 	}, cfg, app.Keys{Signing: key})
 	if err != nil {

@@ -24,9 +24,9 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
-	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/asndb"
 	"github.com/otpguard/otpguard/guard/captcha"
+	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
