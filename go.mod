@@ -8,8 +8,6 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.47.8
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.14
 	github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider v1.61.0
-	github.com/aws/aws-sdk-go-v2/service/eventbridge v1.55.10
-	github.com/aws/aws-sdk-go-v2/service/kms v1.62.5
 	github.com/aws/aws-sdk-go-v2/service/sesv2 v1.79.6
 	github.com/aws/aws-sdk-go-v2/service/sns v1.47.8
 	github.com/aws/smithy-go v1.28.8

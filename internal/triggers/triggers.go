@@ -24,11 +24,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/esdk"
+	"github.com/otpguard/otpguard/internal/awsjson"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
 )
 
@@ -186,11 +186,18 @@ func (h *Handler) clientIP(ev event) netip.Addr {
 	return a
 }
 
-// KMSClient is esdk.KMS on the AWS SDK's KMS client, each call bounded
-// by timeout.
+// KMSClient is esdk.KMS: kms:Decrypt as a JSON 1.1 call signed with the
+// SDK's SigV4 signer (internal/awsjson; the generated KMS client would
+// add its tables to the function's cold start, which Cognito's 5 seconds
+// include), each call bounded by Timeout.
 type KMSClient struct {
-	Client  *kms.Client
+	Client  *awsjson.Client
 	Timeout time.Duration
+}
+
+// NewKMS is a KMSClient on cfg's KMS endpoint.
+func NewKMS(cfg aws.Config, timeout time.Duration) KMSClient {
+	return KMSClient{Client: awsjson.New(cfg, "kms", "TrentService"), Timeout: timeout}
 }
 
 // Decrypt implements esdk.KMS.
@@ -200,8 +207,13 @@ func (k KMSClient) Decrypt(ctx context.Context, keyID string, blob []byte, ec ma
 		ctx, cancel = context.WithTimeout(ctx, k.Timeout)
 		defer cancel()
 	}
-	out, err := k.Client.Decrypt(ctx, &kms.DecryptInput{CiphertextBlob: blob, KeyId: aws.String(keyID), EncryptionContext: ec})
-	if err != nil {
+	in := struct {
+		CiphertextBlob    []byte
+		KeyId             string
+		EncryptionContext map[string]string `json:",omitempty"`
+	}{blob, keyID, ec}
+	var out struct{ Plaintext []byte }
+	if err := k.Client.Call(ctx, "Decrypt", in, &out); err != nil {
 		return nil, err
 	}
 	return out.Plaintext, nil
@@ -222,7 +234,7 @@ func Build(getenv func(string) string, cfg aws.Config, server func() *api.Server
 		if !strings.HasPrefix(h.KeyARN, "arn:") {
 			return nil, fmt.Errorf("COGNITO_KMS_KEY_ARN: want a KMS key ARN, got %q", h.KeyARN)
 		}
-		h.KMS = KMSClient{Client: kms.NewFromConfig(cfg), Timeout: 2 * time.Second}
+		h.KMS = NewKMS(cfg, 2*time.Second)
 	}
 	return h.Handle, nil
 }

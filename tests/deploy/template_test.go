@@ -37,6 +37,8 @@ var actionsOf = map[string][]string{
 	"github.com/aws/aws-sdk-go-v2/service/sns":            {"sns:Publish"},
 	"github.com/aws/aws-sdk-go-v2/service/kms":            {"kms:Decrypt"},
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge":    {"events:PutEvents"},
+	"github.com/otpguard/otpguard/internal/eventbus":      {"events:PutEvents"},
+	"github.com/otpguard/otpguard/internal/triggers":      {"kms:Decrypt"},
 	// The lean signed calls: lambdaapp's JSON 1.1 reads (internal/awsjson),
 	// the send function's SES SendEmail and SNS Publish.
 	"github.com/otpguard/otpguard/internal/delivery":  {"ses:SendEmail", "sns:Publish"},

@@ -18,7 +18,6 @@ import (
 
 	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/otpguard/otpguard/guard/esdk"
 	"github.com/otpguard/otpguard/internal/awsfake"
@@ -124,9 +123,8 @@ func trim(b []byte) string {
 // kmsClient is the SDK's KMS client on the fake endpoint.
 func kmsClient(t testing.TB, aws *awsfake.Server) esdk.KMS {
 	t.Helper()
-	c := kms.New(kms.Options{Region: "us-east-1", BaseEndpoint: sdkaws.String(aws.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
-	return triggers.KMSClient{Client: c, Timeout: 2 * time.Second}
+	return triggers.NewKMS(sdkaws.Config{Region: "us-east-1", BaseEndpoint: sdkaws.String(aws.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}, 2*time.Second)
 }
 
 // cognitoConfig is the config parameter of the trigger tests: small limits

@@ -1,6 +1,7 @@
 package lambda
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,14 +11,21 @@ import (
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
+	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 
 	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/authenv"
 	"github.com/otpguard/otpguard/internal/awsfake"
 	"github.com/otpguard/otpguard/internal/delivery"
+	"github.com/otpguard/otpguard/internal/eventbus"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
 	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/triggers"
 )
 
 // eventsConfig: a lockout after 3 failures per account, the networks an
@@ -187,5 +195,63 @@ func TestSecurityEventsReachEventBridge(t *testing.T) {
 				t.Errorf("%s carries %q: %s", e.DetailType, clear, e.Detail)
 			}
 		}
+	}
+}
+
+// TestTheLeanCallsSendWhatTheSDKSends: the functions call PutEvents and
+// KMS Decrypt without the generated clients (internal/awsjson); the SDK's
+// own clients, against the same fake endpoint, are understood the same
+// way and understand its answers: the fake speaks the services' protocol,
+// and the lean calls speak it too.
+func TestTheLeanCallsSendWhatTheSDKSends(t *testing.T) {
+	aws := awsfake.New()
+	defer aws.Close()
+	cfg := sdkaws.Config{Region: "us-east-1", BaseEndpoint: sdkaws.String(aws.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}
+	ctx := context.Background()
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	e := events.Event{DetailType: events.AdminUnblock, Detail: map[string]any{"dimension": "account", "subject": "abc", "rules": []string{"r"}, "caller": "x"}}
+	pub := eventbus.New(cfg, "security", "shop")
+	pub.Now = func() time.Time { return at }
+	if err := pub.Publish(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	detail, _ := json.Marshal(events.Detail(e, "shop", at))
+	out, err := eventbridge.NewFromConfig(cfg).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		Source: sdkaws.String(events.Source), DetailType: sdkaws.String(e.DetailType), Detail: sdkaws.String(string(detail)), EventBusName: sdkaws.String("security"),
+	}}})
+	if err != nil || out.FailedEntryCount != 0 || len(out.Entries) != 1 || out.Entries[0].EventId == nil {
+		t.Fatalf("the SDK's PutEvents: %+v %v", out, err)
+	}
+	got := aws.Events()
+	if len(got) != 2 || got[0] != got[1] {
+		t.Fatalf("the lean call and the SDK's differ: %+v", got)
+	}
+	// a bad entry is reported as the service reports it
+	out, err = eventbridge.NewFromConfig(cfg).PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		Source: sdkaws.String("otpguard"), DetailType: sdkaws.String("x"), Detail: sdkaws.String("{not json"),
+	}}})
+	if err != nil || out.FailedEntryCount != 1 {
+		t.Fatalf("a malformed entry: %+v %v", out, err)
+	}
+
+	key := "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+	aws.AddKMSKey(key)
+	sdk := kms.NewFromConfig(cfg)
+	ec := map[string]string{"userpool-id": "us-east-1_test"}
+	dk, err := sdk.GenerateDataKey(ctx, &kms.GenerateDataKeyInput{KeyId: sdkaws.String(key), NumberOfBytes: sdkaws.Int32(32), EncryptionContext: ec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lean, err := triggers.NewKMS(cfg, time.Second).Decrypt(ctx, key, dk.CiphertextBlob, ec)
+	if err != nil || !bytes.Equal(lean, dk.Plaintext) {
+		t.Fatalf("the lean Decrypt: %x %v, want %x", lean, err, dk.Plaintext)
+	}
+	viaSDK, err := sdk.Decrypt(ctx, &kms.DecryptInput{CiphertextBlob: dk.CiphertextBlob, KeyId: sdkaws.String(key), EncryptionContext: ec})
+	if err != nil || !bytes.Equal(viaSDK.Plaintext, dk.Plaintext) {
+		t.Fatalf("the SDK's Decrypt: %v", err)
+	}
+	if _, err := triggers.NewKMS(cfg, time.Second).Decrypt(ctx, key, dk.CiphertextBlob, map[string]string{"userpool-id": "another"}); err == nil {
+		t.Fatal("a data key decrypted under another encryption context")
 	}
 }
