@@ -99,7 +99,12 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (json.RawMess
 	case "PreAuthentication":
 		err = s.CognitoPreAuthentication(ctx, sub)
 	case "PostAuthentication":
-		err = s.CognitoPostAuthentication(ctx, sub)
+		if err = s.CognitoPostAuthentication(ctx, sub); err != nil {
+			// the password was right: an error here would fail the
+			// sign-in; the attempt stays counted as a failure instead
+			h.Log.WarnContext(ctx, "give back a sign-in attempt", "err", err)
+			err = nil
+		}
 	case "PostConfirmation":
 		email, phone := attrs["email"], attrs["phone_number"]
 		err = s.CognitoConfirmed(ctx, source == "ConfirmForgotPassword", email, phone)
