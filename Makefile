@@ -23,7 +23,7 @@ LAMBDA_GOARCH ?= arm64
 LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags='-s -w -buildid='
 ARTIFACTS_DIR ?= dist
 
-.PHONY: run test bench fuzz soak simulate lint vet redis-server cognito-local esdk-node build $(addprefix build-,$(FUNCTIONS))
+.PHONY: run test bench fuzz soak simulate lint vet redis-server cognito-local esdk-node chromium console build $(addprefix build-,$(FUNCTIONS))
 
 ## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
@@ -31,7 +31,7 @@ run:
 
 ## test: vet, staticcheck and every test, against real redis-server and Redis Cluster
 ## (the product module, then the tests module: e2e, lambda, deploy, faults)
-test: redis-server cognito-local esdk-node vet lint
+test: redis-server cognito-local esdk-node chromium vet lint
 	$(GO) test -race -count=1 ./...
 	cd tests && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /faults)
 	@# The fault campaign prints its figures (toxiproxy table, failover): verbose, without the RUN lines.
@@ -90,6 +90,21 @@ tests/lambda/esdk/node_modules/.package-lock.json: tests/lambda/esdk/package-loc
 	@command -v npm >/dev/null 2>&1 || { echo "make: npm is needed for the Encryption SDK (apt-get install nodejs npm)" >&2; exit 1; }
 	cd tests/lambda/esdk && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+## chromium: install Debian's chromium when missing (the console's browser test drives it headless)
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium with apt-get"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "make: chromium is needed for the console's browser test: sudo apt-get install chromium" >&2; exit 1; \
+		fi; \
+	fi
+
+## console: the operator console on http://127.0.0.1:8090 against make run (OTPGUARD_TOKEN=its ADMIN_TOKEN or VIEWER_TOKEN)
+console:
+	$(GO) run ./cmd/otpguard console
 
 ## redis-server: install Debian's redis-server (and redis-cli) when missing
 redis-server:

@@ -47,12 +47,20 @@ import (
 	"github.com/otpguard/otpguard/guard/token"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/authenv"
+	"github.com/otpguard/otpguard/internal/console"
 	"github.com/otpguard/otpguard/internal/localredis"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "console" {
+		if err := runConsole(ctx, os.Args[2:], os.Getenv, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "otpguard console:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "otpguard:", err)
 		os.Exit(1)
@@ -63,7 +71,8 @@ func main() {
 func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	app.LogRedis(log)
-	cfg, err := loadConfig(getenv("GUARD_CONFIG"))
+	cfgPath := getenv("GUARD_CONFIG")
+	cfg, doc, err := loadConfig(cfgPath)
 	if err != nil {
 		return err
 	}
@@ -102,8 +111,17 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		defer f.Close()
 		box = f
 	}
+	tokens := console.Tokens{Admin: getenv("ADMIN_TOKEN"), Viewer: getenv("VIEWER_TOKEN")}
+	stats := console.NewStats()
 	handler, err := app.New(ctx, app.Settings{
-		Redis: rdb, Secret: secret, Auth: auth, Admin: app.BearerAdmin(getenv("ADMIN_TOKEN")), Log: log, CaptchaSecret: getenv("CAPTCHA_SECRET"),
+		Redis: rdb, Secret: secret, Auth: auth, Log: log, CaptchaSecret: getenv("CAPTCHA_SECRET"),
+		// ADMIN_TOKEN may use every internal route; VIEWER_TOKEN may read
+		// (GET) only: the console's read-only operators
+		Admin: func(r *http.Request) bool {
+			a := tokens.Of(r)
+			return a.Write || (a.Read && r.Method == http.MethodGet)
+		},
+		Observer: statsObserver{stats},
 		Events:  events.Log{Logger: log, Stack: "local"},
 		Senders: func(guard.Store) (api.Sender, error) { return outbox.New(box, nil), nil },
 	}, cfg, app.Keys{Signing: key})
@@ -111,6 +129,12 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer handler.Close()
+	file := console.NewConfigFile(cfgPath, doc, func(c guard.Config) error { return handler.Reload(c, app.Keys{Signing: key}) })
+	file.Applied = configApplied(handler, log)
+	go watchConfig(ctx, file, handler, log)
+	mux := http.NewServeMux()
+	mux.Handle("/v1/console/", console.Routes(tokens, file, stats, func() []guard.Rule { return handler.Config().Rules }))
+	mux.Handle("/", handler)
 
 	addr := getenv("GUARD_ADDR")
 	if addr == "" {
@@ -124,7 +148,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	// its handler starting to read it (a 408 problem, not a silent
 	// close); ReadTimeout and WriteTimeout bound the rest. OPTIONS * is no
 	// route of ours: a 404 problem, like any unclean path.
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 		WriteTimeout: 20 * time.Second, MaxHeaderBytes: 16 << 10, DisableGeneralOptionsHandler: true,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if d := getenv("GUARD_DEBUG_ADDR"); d != "" {
@@ -182,17 +206,17 @@ func secrets(getenv func(string) string) ([]byte, ed25519.PrivateKey, error) {
 	return secret, key, nil
 }
 
-func loadConfig(path string) (guard.Config, error) {
+func loadConfig(path string) (guard.Config, string, error) {
 	if path == "" {
-		return guard.DefaultConfig(), nil
+		return guard.DefaultConfig(), string(guard.DefaultYAML()), nil
 	}
 	doc, err := os.ReadFile(path)
 	if err != nil {
-		return guard.Config{}, fmt.Errorf("GUARD_CONFIG: %w", err)
+		return guard.Config{}, "", fmt.Errorf("GUARD_CONFIG: %w", err)
 	}
 	cfg, err := guard.ParseConfig(doc)
 	if err != nil {
-		return guard.Config{}, fmt.Errorf("GUARD_CONFIG %s: %w", path, err)
+		return guard.Config{}, "", fmt.Errorf("GUARD_CONFIG %s: %w", path, err)
 	}
-	return cfg, nil
+	return cfg, string(doc), nil
 }
