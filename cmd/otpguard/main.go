@@ -122,8 +122,8 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 			return a.Write || (a.Read && r.Method == http.MethodGet)
 		},
 		Observer: statsObserver{stats},
-		Events:  events.Log{Logger: log, Stack: "local"},
-		Senders: func(guard.Store) (api.Sender, error) { return outbox.New(box, nil), nil },
+		Events:   events.Log{Logger: log, Stack: "local"},
+		Senders:  func(guard.Store) (api.Sender, error) { return outbox.New(box, nil), nil },
 	}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		return err
