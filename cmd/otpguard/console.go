@@ -12,6 +12,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/config"
+
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/emf"
 	"github.com/otpguard/otpguard/guard/events"
@@ -25,22 +27,40 @@ import (
 // to look).
 func runConsole(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
-	server := fs.String("server", "http://127.0.0.1:8080", "the otpguard server (make run)")
-	listen := fs.String("listen", "127.0.0.1:8090", "where the console listens (keep it on loopback: it holds the token)")
+	server := fs.String("server", "http://127.0.0.1:8080", "the local otpguard server (make run)")
+	listen := fs.String("listen", "127.0.0.1:8090", "where the console listens (keep it on loopback: it holds the token or your credentials)")
+	stack := fs.String("stack", "", "a deployed stack's name: the console then reads SSM and CloudWatch and calls the API with your AWS credentials")
+	region := fs.String("region", getenv("AWS_REGION"), "the stack's region")
+	param := fs.String("parameter", "", "the stack's config parameter (default /<stack>/otpguard/config)")
+	apiURL := fs.String("api", "", "the stack's ApiUrl output, for the internal routes (subject lookup, unblock)")
+	readOnly := fs.Bool("readonly", false, "grey out every change (your role may only read)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	token := getenv("OTPGUARD_TOKEN")
-	if token == "" {
-		return errors.New("set OTPGUARD_TOKEN to the server's ADMIN_TOKEN (read and write) or VIEWER_TOKEN (read only)")
+	var backend console.Backend
+	if *stack != "" {
+		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(*region))
+		if err != nil {
+			return fmt.Errorf("AWS credentials: %w", err)
+		}
+		if *param == "" {
+			*param = "/" + *stack + "/otpguard/config"
+		}
+		backend = &console.AWS{AWSConfig: cfg, Stack: *stack, Parameter: *param, API: *apiURL, ReadOnly: *readOnly}
+	} else {
+		token := getenv("OTPGUARD_TOKEN")
+		if token == "" {
+			return errors.New("set OTPGUARD_TOKEN to the server's ADMIN_TOKEN (read and write) or VIEWER_TOKEN (read only), or give -stack")
+		}
+		backend = &console.Local{Server: *server, Token: token}
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	ui := &console.UI{Server: *server, Token: token}
+	ui := &console.UI{Backend: backend}
 	srv := &http.Server{Handler: ui.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(stdout, "otpguard console on http://%s (server %s)\n", ln.Addr(), *server)
+	fmt.Fprintf(stdout, "otpguard console on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -58,6 +78,10 @@ type statsObserver struct{ s *console.Stats }
 
 func (o statsObserver) Observe(_ context.Context, _, _ string, d guard.Decision) {
 	o.s.Record(d, emf.RuleOutcome, time.Now())
+}
+
+func (o statsObserver) ObserveSubject(_ context.Context, _, subject string, d guard.Decision) {
+	o.s.Subject(subject, d, time.Now())
 }
 
 // watchConfig reads the GUARD_CONFIG file every second: a changed valid

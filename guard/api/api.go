@@ -69,6 +69,12 @@ type SendObserver interface {
 	Sent(ctx context.Context, channel, country string)
 }
 
+// SubjectObserver is an Observer that is also told each decision's
+// subject, as its keyed fingerprint (the console's near-limit subjects).
+type SubjectObserver interface {
+	ObserveSubject(ctx context.Context, action, subject string, d guard.Decision)
+}
+
 // LatencyObserver is an Observer that is also told each guarded
 // request's time.
 type LatencyObserver interface {

@@ -110,6 +110,9 @@ func (s *Server) logDecision(ctx context.Context, rec *record) {
 		if o, ok := s.Observer.(LatencyObserver); ok {
 			o.Latency(ctx, rec.action, time.Since(rec.start))
 		}
+		if o, ok := s.Observer.(SubjectObserver); ok && rec.subject != "" {
+			o.ObserveSubject(ctx, rec.action, rec.subject, rec.decision)
+		}
 	}
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {
 		return

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,9 @@ type Server struct {
 	// kmsKeys are the symmetric KMS keys by ARN (AddKMSKey).
 	kmsKeys map[string][]byte
 	events  []BusEvent
+	// paramHistory is each parameter's versions (SetParameter, PutParameter).
+	paramHistory map[string][]ParameterVersion
+	metrics      []metricPoint
 }
 
 // BusEvent is one EventBridge PutEvents entry.
@@ -111,7 +115,8 @@ type User struct {
 // New starts a fake endpoint; Close it when done.
 func New() *Server {
 	s := &Server{secrets: map[string]map[string]string{}, stages: map[string]map[string]string{}, params: map[string]string{},
-		fail: map[string]string{}, users: map[string]User{}, limits: map[string]*rate{}, denied: map[string]bool{}}
+		fail: map[string]string{}, users: map[string]User{}, limits: map[string]*rate{}, denied: map[string]bool{},
+		paramHistory: map[string][]ParameterVersion{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -212,7 +217,12 @@ func (s *Server) Users() map[string]User {
 }
 
 // SetParameter sets what GetParameter answers for name.
-func (s *Server) SetParameter(name, value string) { s.mu.Lock(); s.params[name] = value; s.mu.Unlock() }
+func (s *Server) SetParameter(name, value string) {
+	s.mu.Lock()
+	s.params[name] = value
+	s.paramHistory[name] = append(s.paramHistory[name], ParameterVersion{value, "arn:aws:iam::123456789012:user/deployer", time.Now().UTC()})
+	s.mu.Unlock()
+}
 
 // Fail makes sends to destination fail with the service error code.
 func (s *Server) Fail(destination, code string) {
@@ -259,6 +269,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.describeSecret(w, body)
 	case target == "AmazonSSM.GetParameter":
 		s.getParameter(w, body)
+	case target == "AmazonSSM.PutParameter":
+		s.putParameter(w, body)
+	case target == "AmazonSSM.GetParameterHistory":
+		s.getParameterHistory(w, body)
+	case strings.HasPrefix(r.URL.Path, "/service/GraniteServiceVersion20100801/operation/"):
+		s.cloudWatch(w, strings.TrimPrefix(r.URL.Path, "/service/GraniteServiceVersion20100801/operation/"), body)
 	case target == "AWSEvents.PutEvents":
 		s.putEvents(w, body)
 	case strings.HasPrefix(target, "TrentService."):
@@ -380,17 +396,77 @@ func (s *Server) getParameter(w http.ResponseWriter, body []byte) {
 	s.call("ssm:GetParameter")
 	var in struct{ Name string }
 	_ = json.Unmarshal(body, &in)
-	if s.refused(w, "ssm:GetParameter", in.Name) {
+	name, selector, _ := strings.Cut(in.Name, ":")
+	if s.refused(w, "ssm:GetParameter", name) {
 		return
 	}
 	s.mu.Lock()
-	v, ok := s.params[in.Name]
+	v, ok := s.params[name]
+	versions := s.paramHistory[name]
 	s.mu.Unlock()
+	version := max(len(versions), 1)
+	if selector != "" {
+		n, err := strconv.Atoi(selector)
+		if err != nil || n < 1 || n > len(versions) {
+			jsonError(w, 400, "ParameterVersionNotFound", in.Name)
+			return
+		}
+		v, version = versions[n-1].Value, n
+	}
 	if !ok {
 		jsonError(w, 400, "ParameterNotFound", in.Name)
 		return
 	}
-	writeAmzJSON(w, map[string]any{"Parameter": map[string]any{"Name": in.Name, "Type": "String", "Value": v, "Version": 1}})
+	writeAmzJSON(w, map[string]any{"Parameter": map[string]any{"Name": name, "Type": "String", "Value": v, "Version": version}})
+}
+
+// ParameterVersion is one version of an SSM parameter.
+type ParameterVersion struct {
+	Value string
+	User  string
+	At    time.Time
+}
+
+func (s *Server) putParameter(w http.ResponseWriter, body []byte) {
+	s.call("ssm:PutParameter")
+	var in struct {
+		Name, Value, Type string
+		Overwrite         bool
+	}
+	_ = json.Unmarshal(body, &in)
+	if s.refused(w, "ssm:PutParameter", in.Name) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.params[in.Name]; ok && !in.Overwrite {
+		jsonError(w, 400, "ParameterAlreadyExists", in.Name)
+		return
+	}
+	s.params[in.Name] = in.Value
+	s.paramHistory[in.Name] = append(s.paramHistory[in.Name], ParameterVersion{in.Value, "arn:aws:sts::123456789012:assumed-role/ops/alice", time.Now().UTC()})
+	writeAmzJSON(w, map[string]any{"Version": len(s.paramHistory[in.Name]), "Tier": "Standard"})
+}
+
+func (s *Server) getParameterHistory(w http.ResponseWriter, body []byte) {
+	s.call("ssm:GetParameterHistory")
+	var in struct{ Name string }
+	_ = json.Unmarshal(body, &in)
+	if s.refused(w, "ssm:GetParameterHistory", in.Name) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.params[in.Name]; !ok {
+		jsonError(w, 400, "ParameterNotFound", in.Name)
+		return
+	}
+	var out []map[string]any
+	for i, v := range s.paramHistory[in.Name] {
+		out = append(out, map[string]any{"Name": in.Name, "Type": "String", "Value": v.Value, "Version": i + 1,
+			"LastModifiedUser": v.User, "LastModifiedDate": float64(v.At.UnixMilli()) / 1000})
+	}
+	writeAmzJSON(w, map[string]any{"Parameters": out})
 }
 
 // cognito answers InitiateAuth (USER_PASSWORD_AUTH) and SignUp.

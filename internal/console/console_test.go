@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,5 +68,35 @@ func TestConfigFileAppliesOnlyValidDocumentsAndKeepsThem(t *testing.T) {
 	// an edit of the file itself is reloaded by the watcher's Changed
 	if changed, err := f.Changed(first); err != nil || !changed || f.Doc() != first {
 		t.Fatalf("Changed: %v %v", changed, err)
+	}
+}
+
+func TestStatsKeepTheSubjectsNearTheLimit(t *testing.T) {
+	s := NewStats()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	near := guard.Decision{Allowed: true, Rules: []guard.Result{{Rule: "r", Allowed: true, Limit: 10, Remaining: 2}}}
+	far := guard.Decision{Allowed: true, Rules: []guard.Result{{Rule: "r", Allowed: true, Limit: 10, Remaining: 8}}}
+	denied := guard.Decision{Rules: []guard.Result{{Rule: "r", Allowed: false, Limit: 10}}}
+	s.Subject("aaa", near, now)
+	s.Subject("bbb", far, now)
+	s.Subject("ccc", denied, now)
+	s.Subject("old", near, now.Add(-2*time.Hour))
+	for i := range 20 {
+		s.Subject(fmt.Sprintf("x%02d", i), near, now.Add(-time.Duration(i)*time.Second))
+	}
+	got := s.Snapshot([]guard.Rule{{Name: "r"}}, now)[0].Near
+	if len(got) != nearPerRule || got[0].Subject != "ccc" || !got[0].Denied {
+		t.Fatalf("near: %+v", got)
+	}
+	for _, n := range got {
+		if n.Subject == "bbb" || n.Subject == "old" {
+			t.Errorf("%s is not near the limit in the last hour", n.Subject)
+		}
+	}
+	s.Subject("ccc", far, now) // back above the limit: forgotten
+	for _, n := range s.Snapshot([]guard.Rule{{Name: "r"}}, now)[0].Near {
+		if n.Subject == "ccc" {
+			t.Error("a subject back above the limit is still near it")
+		}
 	}
 }

@@ -2,18 +2,14 @@ package console
 
 import (
 	"bytes"
-	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 	"html/template"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/internal/sim"
@@ -49,20 +45,16 @@ func HighlightYAML(doc string) template.HTML {
 
 var yamlKey = regexp.MustCompile(`(^|[{,\s-]\s*)([A-Za-z_][A-Za-z0-9_]*):`)
 
-// UI is the console: its pages, on the server at Server with Token.
+// UI is the console: its pages, on a Backend (the local server, or a
+// deployed stack through the operator's AWS credentials).
 type UI struct {
-	Server string
-	Token  string
-	HTTP   *http.Client
-	// Simulate runs "simulate this" (sim.Run with these users); 0: 2000.
+	Backend Backend
+	// SimUsers is the population of "simulate this"; 0: 2000.
 	SimUsers int
 }
 
 // Handler is the console's HTTP handler.
 func (u *UI) Handler() http.Handler {
-	if u.HTTP == nil {
-		u.HTTP = &http.Client{Timeout: 10 * time.Second}
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /assets/", http.FileServerFS(assets))
 	mux.HandleFunc("GET /{$}", u.rules)
@@ -87,28 +79,6 @@ func securityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-// call is a request to the server; out receives its JSON answer.
-func (u *UI) call(ctx context.Context, method, path string, body io.Reader, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(u.Server, "/")+path, body)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+u.Token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := u.HTTP.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if out != nil && len(b) > 0 {
-		_ = json.Unmarshal(b, out)
-	}
-	return resp.StatusCode, nil
-}
-
 // page is what every page's layout shows.
 type page struct {
 	Title  string
@@ -120,11 +90,10 @@ type page struct {
 }
 
 func (u *UI) render(w http.ResponseWriter, r *http.Request, name string, p page) {
-	if _, err := u.call(r.Context(), "GET", "/v1/console/whoami", nil, &p.Access); err != nil && p.Error == "" {
-		p.Error = "the server does not answer: " + err.Error()
-	}
-	if !p.Access.Read && p.Error == "" {
-		p.Error = "the server refuses this console's token (set OTPGUARD_TOKEN to its ADMIN_TOKEN or VIEWER_TOKEN)"
+	a, err := u.Backend.Access(r.Context())
+	p.Access = a
+	if err != nil && p.Error == "" {
+		p.Error = err.Error()
 	}
 	if p.Flash == "" {
 		p.Flash = r.URL.Query().Get("flash")
@@ -145,10 +114,10 @@ type ruleRow struct {
 }
 
 func (u *UI) rules(w http.ResponseWriter, r *http.Request) {
-	var stats []RuleStats
 	p := page{Title: "Rules", Nav: "rules"}
-	if code, err := u.call(r.Context(), "GET", "/v1/console/stats", nil, &stats); err != nil || code != 200 {
-		p.Error = fmt.Sprintf("the server's stats: %d %v", code, err)
+	stats, err := u.Backend.Stats(r.Context())
+	if err != nil {
+		p.Error = "the rules' decisions: " + err.Error()
 	}
 	var rows []ruleRow
 	for _, s := range sortedRules(stats) {
@@ -184,7 +153,7 @@ func (u *UI) subject(w http.ResponseWriter, r *http.Request) {
 	d := subjectData{Dimensions: dimensions, Dimension: r.URL.Query().Get("dimension"), Value: strings.TrimSpace(r.URL.Query().Get("value"))}
 	p := page{Title: "Subject", Nav: "subject", Data: &d}
 	if d.Dimension != "" && d.Value != "" {
-		code, err := u.call(r.Context(), "GET", "/v1/blocks/"+url.PathEscape(d.Dimension)+"/"+url.PathEscape(d.Value), nil, &d.Status)
+		code, err := u.Backend.Status(r.Context(), d.Dimension, d.Value, &d.Status)
 		switch {
 		case err != nil:
 			p.Error = err.Error()
@@ -209,7 +178,7 @@ func (u *UI) subject(w http.ResponseWriter, r *http.Request) {
 func (u *UI) unblock(w http.ResponseWriter, r *http.Request) {
 	dim, value := r.FormValue("dimension"), r.FormValue("value")
 	var out map[string]any
-	code, err := u.call(r.Context(), "DELETE", "/v1/blocks/"+url.PathEscape(dim)+"/"+url.PathEscape(value), nil, &out)
+	code, err := u.Backend.Unblock(r.Context(), dim, value, &out)
 	flash := "unblocked"
 	if err != nil || code != 204 {
 		flash = fmt.Sprintf("unblock failed: %d %v %v", code, err, out["detail"])
@@ -220,7 +189,7 @@ func (u *UI) unblock(w http.ResponseWriter, r *http.Request) {
 func (u *UI) revoke(w http.ResponseWriter, r *http.Request) {
 	value := r.FormValue("value")
 	var out map[string]any
-	code, err := u.call(r.Context(), "DELETE", "/v1/devices/"+url.PathEscape(value), nil, &out)
+	code, err := u.Backend.Revoke(r.Context(), value, &out)
 	flash := "device tokens revoked"
 	if err != nil || code != 204 {
 		flash = fmt.Sprintf("revocation failed: %d %v %v", code, err, out["detail"])
@@ -228,18 +197,20 @@ func (u *UI) revoke(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/subject?"+url.Values{"dimension": {"account"}, "value": {value}, "flash": {flash}}.Encode(), http.StatusSeeOther)
 }
 
-type configData struct {
-	Document string
-	ID       string
-	File     bool
-	History  []Version
+// ConfigData is the running document and its history.
+type ConfigData struct {
+	Document string    `json:"document"`
+	ID       string    `json:"id"`
+	File     bool      `json:"file"` // it can be changed (a GUARD_CONFIG file, an SSM parameter)
+	Where    string    `json:"where"`
+	History  []Version `json:"history"`
 }
 
 func (u *UI) config(w http.ResponseWriter, r *http.Request) {
-	var d configData
+	d, err := u.Backend.Config(r.Context())
 	p := page{Title: "Config", Nav: "config", Data: &d}
-	if code, err := u.call(r.Context(), "GET", "/v1/console/config", nil, &d); err != nil || code != 200 {
-		p.Error = fmt.Sprintf("the server's config: %d %v", code, err)
+	if err != nil {
+		p.Error = "the running config: " + err.Error()
 	}
 	u.render(w, r, "config.html", p)
 }
@@ -249,8 +220,7 @@ func (u *UI) config(w http.ResponseWriter, r *http.Request) {
 // the diff against the running document.
 func (u *UI) validate(w http.ResponseWriter, r *http.Request) {
 	doc := r.FormValue("document")
-	var running configData
-	_, _ = u.call(r.Context(), "GET", "/v1/console/config", nil, &running)
+	running, _ := u.Backend.Config(r.Context())
 	out := map[string]any{"ok": true, "errors": []string{}, "diff": Diff(running.Document, doc)}
 	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
 		out["ok"], out["errors"] = false, Problems(err)
@@ -259,38 +229,33 @@ func (u *UI) validate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *UI) apply(w http.ResponseWriter, r *http.Request) {
-	var out struct {
-		ID     string
-		Errors []string
-		Detail string
+	doc := r.FormValue("document")
+	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "errors": Problems(err)})
+		return
 	}
-	code, err := u.call(r.Context(), "PUT", "/v1/console/config", strings.NewReader(r.FormValue("document")), &out)
+	id, errs, err := u.Backend.Apply(r.Context(), doc)
 	switch {
 	case err != nil:
 		writeJSON(w, http.StatusBadGateway, map[string]any{"ok": false, "errors": []string{err.Error()}})
-	case code != 200:
-		errs := out.Errors
-		if len(errs) == 0 {
-			errs = []string{fmt.Sprintf("%d %s", code, out.Detail)}
-		}
-		writeJSON(w, code, map[string]any{"ok": false, "errors": errs})
+	case len(errs) > 0:
+		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "errors": errs})
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": out.ID})
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": id})
 	}
 }
 
 func (u *UI) rollback(w http.ResponseWriter, r *http.Request) {
 	n, err := strconv.Atoi(r.FormValue("version"))
-	var v struct{ Document string }
-	if code, cerr := u.call(r.Context(), "GET", fmt.Sprintf("/v1/console/config/versions/%d", n), nil, &v); err != nil || cerr != nil || code != 200 {
+	doc, verr := u.Backend.Version(r.Context(), n)
+	if err != nil || verr != nil {
 		http.Redirect(w, r, "/config?flash="+url.QueryEscape("no such version"), http.StatusSeeOther)
 		return
 	}
-	var out struct{ Errors []string }
-	code, err := u.call(r.Context(), "PUT", "/v1/console/config", strings.NewReader(v.Document), &out)
+	_, errs, err := u.Backend.Apply(r.Context(), doc)
 	flash := fmt.Sprintf("rolled back to version %d", n)
-	if err != nil || code != 200 {
-		flash = fmt.Sprintf("rollback failed: %d %v %v", code, err, out.Errors)
+	if err != nil || len(errs) > 0 {
+		flash = fmt.Sprintf("rollback failed: %v %v", err, errs)
 	}
 	http.Redirect(w, r, "/config?flash="+url.QueryEscape(flash), http.StatusSeeOther)
 }
@@ -304,8 +269,7 @@ func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "errors": Problems(err)})
 		return
 	}
-	var running configData
-	_, _ = u.call(r.Context(), "GET", "/v1/console/config", nil, &running)
+	running, _ := u.Backend.Config(r.Context())
 	cur, err := guard.ParseConfig([]byte(running.Document))
 	if err != nil {
 		cur = guard.DefaultConfig()

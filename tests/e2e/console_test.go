@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,12 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	}
 	if denied := text(t, ctx, `tr[data-rule="login-per-account"] td.denied`); !strings.HasPrefix(denied, "1 /") {
 		t.Errorf("login-per-account's denials (the 4th attempt): %q", denied)
+	}
+	// the locked account is near the limit, by the fingerprint the
+	// decision log shows (never its address)
+	fp := regexp.MustCompile(`"deniedBy":"login-per-account","subject":"([^"]+)"`).FindStringSubmatch(s.logs.String())
+	if near := text(t, ctx, `tr[data-rule="login-per-account"] td.near`); fp == nil || !strings.Contains(near, fp[1]+" denied") || strings.Contains(rules, "ann@") {
+		t.Errorf("near the limit: %q (the log's fingerprint %v)", near, fp)
 	}
 	shot(t, ctx, "rules")
 
