@@ -290,7 +290,7 @@ func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
 		}
 		results = append(results, res)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "table": sim.Table(results), "users": users})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "table": sim.Table(results), "charts": sim.ChartSVGs(results), "users": users})
 }
 
 // Diff is a line diff of a and b: unchanged lines with "  ", removed

@@ -90,18 +90,31 @@ func pct(n, of int) string {
 // and legitimate requests refused, per hour of the day, per config.
 func Charts(results []*Result, dir string) ([]string, error) {
 	var files []string
+	for i, svg := range ChartSVGs(results) {
+		path := filepath.Join(dir, []string{"attack-admitted.svg", "users-refused.svg"}[i])
+		if err := os.WriteFile(path, []byte(svg), 0o644); err != nil {
+			return nil, err
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}
+
+// ChartSVGs are Charts' two charts as SVG documents.
+func ChartSVGs(results []*Result) []string {
 	hours := make([]string, 24)
 	for h := range hours {
 		hours[h] = fmt.Sprint(h)
 	}
+	var out []string
 	for _, c := range []struct {
-		name, title string
-		series      func(r *Result) [24]int
+		title  string
+		series func(r *Result) [24]int
 	}{
-		{"attack-admitted.svg", "attack requests admitted per hour", func(r *Result) [24]int { return r.AttackAdmitted }},
-		{"users-refused.svg", "legitimate requests refused per hour", func(r *Result) [24]int { return r.UsersRefused }},
+		{"attack requests admitted per hour", func(r *Result) [24]int { return r.AttackAdmitted }},
+		{"legitimate requests refused per hour", func(r *Result) [24]int { return r.UsersRefused }},
 	} {
-		ch := svgchart.Chart{Title: c.title, XLabels: hours, XTitle: "hour of the day", YTitle: "requests"}
+		ch := svgchart.Chart{Title: c.title, XLabels: hours, XTitle: "hour of the day", YTitle: "requests", Width: 560, Height: 300}
 		for _, r := range results {
 			s := c.series(r)
 			v := make([]float64, 24)
@@ -110,11 +123,7 @@ func Charts(results []*Result, dir string) ([]string, error) {
 			}
 			ch.Series = append(ch.Series, svgchart.Series{Label: r.Config, Values: v})
 		}
-		path := filepath.Join(dir, c.name)
-		if err := os.WriteFile(path, []byte(ch.SVG()), 0o644); err != nil {
-			return nil, err
-		}
-		files = append(files, path)
+		out = append(out, ch.SVG())
 	}
-	return files, nil
+	return out
 }

@@ -214,6 +214,10 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	if sim := text(t, ctx, "#sim"); !strings.Contains(sim, "running") || !strings.Contains(sim, "edited") {
 		t.Errorf("the simulation's table: %q", sim)
 	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#simcharts svg').length`); n != 2 {
+		t.Errorf("%d simulation charts, want 2", n)
+	}
+	shot(t, ctx, "simulate")
 	do(t, ctx, chromedp.Click("#apply"), chromedp.WaitVisible("#flash"))
 	if flash := text(t, ctx, "#flash"); !strings.HasPrefix(flash, "applied") {
 		t.Fatalf("apply: %q", flash)

@@ -44,6 +44,14 @@
   });
   document.getElementById('simulate').addEventListener('click', function () {
     var sim = document.getElementById('sim'); sim.textContent = 'simulating…';
-    post('/config/simulate', function (r) { sim.textContent = r.ok ? r.table : (r.errors || []).join('\n'); });
+    var charts = document.getElementById('simcharts'); charts.textContent = '';
+    post('/config/simulate', function (r) {
+      sim.textContent = r.ok ? r.table : (r.errors || []).join('\n');
+      (r.charts || []).forEach(function (svg) {
+        // the server draws them (internal/svgchart escapes every text)
+        var doc = new DOMParser().parseFromString(svg, 'image/svg+xml');
+        charts.appendChild(document.importNode(doc.documentElement, true));
+      });
+    });
   });
 }());
