@@ -34,6 +34,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
+	"strings"
 	"syscall"
 	"time"
 
@@ -132,9 +134,17 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	file := console.NewConfigFile(cfgPath, doc, func(c guard.Config) error { return handler.Reload(c, app.Keys{Signing: key}) })
 	file.Applied = configApplied(handler, log)
 	go watchConfig(ctx, file, handler, log)
-	mux := http.NewServeMux()
-	mux.Handle("/v1/console/", console.Routes(tokens, file, stats, func() []guard.Rule { return handler.Config().Rules }))
-	mux.Handle("/", handler)
+	// The console's routes beside the API's; every other path (unclean
+	// ones included: the API answers them 404, never a redirect) is the
+	// API's.
+	consoleRoutes := console.Routes(tokens, file, stats, func() []guard.Rule { return handler.Config().Rules })
+	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; strings.HasPrefix(p, "/v1/console/") && path.Clean(p) == p {
+			consoleRoutes.ServeHTTP(w, r)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	})
 
 	addr := getenv("GUARD_ADDR")
 	if addr == "" {

@@ -174,7 +174,8 @@ func TestTheConsoleInABrowser(t *testing.T) {
 		t.Fatalf("the Subject page: %q", summary)
 	}
 	shot(t, ctx, "subject")
-	do(t, ctx, chromedp.Click("#unblock"), chromedp.WaitVisible("#flash"))
+	do(t, ctx, chromedp.Click("#unblock"))
+	waitFlash(t, ctx, "unblocked")
 	if flash, summary := text(t, ctx, "#flash"), text(t, ctx, "#summary"); flash != "unblocked" || !strings.HasPrefix(summary, "not locked") {
 		t.Fatalf("after the unblock: %q %q", flash, summary)
 	}
@@ -218,7 +219,8 @@ func TestTheConsoleInABrowser(t *testing.T) {
 		t.Errorf("%d simulation charts, want 2", n)
 	}
 	shot(t, ctx, "simulate")
-	do(t, ctx, chromedp.Click("#apply"), chromedp.WaitVisible("#flash"))
+	do(t, ctx, chromedp.Click("#apply"))
+	waitFlash(t, ctx, "applied")
 	if flash := text(t, ctx, "#flash"); !strings.HasPrefix(flash, "applied") {
 		t.Fatalf("apply: %q", flash)
 	}
@@ -233,7 +235,9 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	shot(t, ctx, "history")
 
 	// roll back to the first version: the rule is gone again
-	do(t, ctx, chromedp.Click(`button.rollback[data-version="1"]`), chromedp.WaitVisible("#flash"))
+	// (the page after apply has a #flash already: wait for the new page's)
+	do(t, ctx, chromedp.Click(`button.rollback[data-version="1"]`))
+	waitFlash(t, ctx, "rolled back")
 	if flash := text(t, ctx, "#flash"); !strings.HasPrefix(flash, "rolled back to version 1") || uses("signup-per-ip-console") {
 		t.Fatalf("rollback: %q; the server still uses the rule: %v", flash, uses("signup-per-ip-console"))
 	}
@@ -252,6 +256,22 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	if r := s.do(t, "DELETE", "/v1/blocks/account/ann@example.com", "", "Authorization", "Bearer viewer-token-for-the-test"); r.status/100 != 4 {
 		t.Errorf("a viewer's unblock: %d %s", r.status, r.raw)
 	}
+}
+
+// waitFlash waits for the page's flash message to start with prefix (a
+// new page: the one before may have had a flash of its own).
+func waitFlash(t *testing.T, ctx context.Context, prefix string) {
+	t.Helper()
+	expr := `(function(){var f=document.getElementById('flash');return !!f && f.textContent.indexOf(` + jsString(prefix) + `)===0;})()`
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var ok bool
+		// an error while the page navigates: try again
+		if ok, err = chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err == nil && ok {
+			return
+		}
+	}
+	t.Fatalf("no flash %q: %v", prefix, err)
 }
 
 // jsString is s as a JavaScript string literal.
