@@ -94,32 +94,19 @@ func newRuntimeAPI() *runtimeAPI {
 	return r
 }
 
-// invoke hands the running function one event and waits for its answer.
+// invoke hands the running function one API Gateway event and decodes
+// its answer.
 func (r *runtimeAPI) invoke(t *testing.T, id string, event []byte) events.APIGatewayV2HTTPResponse {
 	t.Helper()
-	ch := make(chan result, 1)
-	r.mu.Lock()
-	r.results[id] = ch
-	r.mu.Unlock()
-	select {
-	case r.events <- invocation{id, event}:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the function never asked for the next invocation")
+	res := r.invokeRaw(t, id, event)
+	if res.isErr {
+		t.Fatalf("invocation error: %s", res.body)
 	}
-	select {
-	case res := <-ch:
-		if res.isErr {
-			t.Fatalf("invocation error: %s", res.body)
-		}
-		var resp events.APIGatewayV2HTTPResponse
-		if err := json.Unmarshal(res.body, &resp); err != nil {
-			t.Fatalf("response %s: %v", res.body, err)
-		}
-		return resp
-	case <-time.After(15 * time.Second):
-		t.Fatal("no response within 15s")
+	var resp events.APIGatewayV2HTTPResponse
+	if err := json.Unmarshal(res.body, &resp); err != nil {
+		t.Fatalf("response %s: %v", res.body, err)
 	}
-	return events.APIGatewayV2HTTPResponse{}
+	return resp
 }
 
 // sample is each events/*.json and the answer the README documents.
