@@ -21,6 +21,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
@@ -150,6 +152,12 @@ type Server struct {
 	origins []string
 	mux     *http.ServeMux
 	resend  int // resendIn, seconds: see sendResponse
+	// published remembers the security events this process saw published
+	// (dedup key -> unix ns until which it stands), so that a denial
+	// repeated under attack does not ask Redis each time; Redis's mark
+	// alone decides whether an event goes out.
+	published sync.Map
+	stores    atomic.Int64 // published's stores, for its sweep
 }
 
 // NewServer returns the API's handler.

@@ -23,9 +23,26 @@ func (s *Server) publish(ctx context.Context, e events.Event, dedup string, ttl 
 	if dedup != "" && s.Blobs != nil {
 		m := hmac.New(sha256.New, s.Guard.Derive("security events"))
 		m.Write([]byte(e.DetailType + "\x00" + dedup))
-		first, err := s.Blobs.Once(context.WithoutCancel(ctx), "og:{"+base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])+"}:ev", max(ttl, time.Second))
-		if err == nil && !first {
-			return
+		key := "og:{" + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16]) + "}:ev"
+		now := time.Now()
+		if until, ok := s.published.Load(key); ok && now.UnixNano() < until.(int64) {
+			return // marked in Redis already, for longer still
+		}
+		ttl = max(ttl, time.Second)
+		first, err := s.Blobs.Once(context.WithoutCancel(ctx), key, ttl)
+		if err == nil {
+			s.published.Store(key, now.Add(ttl).UnixNano())
+			if s.stores.Add(1)%1024 == 0 { // forget what expired: the map stays as small as the live marks
+				s.published.Range(func(k, v any) bool {
+					if v.(int64) <= now.UnixNano() {
+						s.published.Delete(k)
+					}
+					return true
+				})
+			}
+			if !first {
+				return
+			}
 		}
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), events.Deadline())
