@@ -61,16 +61,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	ui := &console.UI{Backend: backend}
 	srv := &http.Server{Handler: ui.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintf(stdout, "otpguard console on http://%s\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdown)
+	return serve(ctx, srv, ln)
 }
 
 // statsObserver counts the decisions for the console's Rules page.

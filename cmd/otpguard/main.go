@@ -170,8 +170,14 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		go func() { _ = http.Serve(dl, debugHandler()) }()
 	}
 	fmt.Fprintf(stdout, "otpguard listening on http://%s\n", ln.Addr())
+	return serve(ctx, srv, problemListener{ln})
+}
+
+// serve runs srv on ln until ctx ends, then shuts it down gracefully
+// (within 5s).
+func serve(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(problemListener{ln}) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
