@@ -213,23 +213,31 @@ func (e *engine) stuffing(name string, pairs int, span time.Duration, from time.
 		at := from.Add(time.Duration(e.rng.Int64N(int64(span))))
 		ip := src[i%len(src)]
 		e.at(at, func() {
-			if adaptive {
-				m := own[e.rng.IntN(len(own))]
-				e.post("/v1/login", ip, "", map[string]string{"username": m, "password": e.accounts[mustAccount(m)]})
-			}
-			r := e.post("/v1/login", ip, "", map[string]string{"username": acct, "password": pass})
-			e.admitted(st, r)
-			switch {
-			case r.status == http.StatusOK && r.str("status") == "challenge":
-				st.Challenged++
-			case r.status == http.StatusOK:
-				st.Succeeded++
-			}
+			e.stuffPair(st, own, adaptive, ip, acct, pass)
 		})
 	}
 }
 
 func mustAccount(s string) string { a, _ := guard.ParseAccount(s); return a }
+
+// stuffPair is one leaked pair tried from ip, after (when dilute) a
+// success on one of the attacker's own accounts from the same address. A
+// right password answered with a step-up challenge is lost to the
+// attacker: the code goes to the account's owner.
+func (e *engine) stuffPair(st *AttackStats, own []string, dilute bool, ip, acct, pass string) {
+	if dilute {
+		m := own[e.rng.IntN(len(own))]
+		e.post("/v1/login", ip, "", map[string]string{"username": m, "password": e.accounts[mustAccount(m)]})
+	}
+	r := e.post("/v1/login", ip, "", map[string]string{"username": acct, "password": pass})
+	e.admitted(st, r)
+	switch {
+	case r.status == http.StatusOK && r.str("status") == "challenge":
+		st.Challenged++
+	case r.status == http.StatusOK:
+		st.Succeeded++
+	}
+}
 
 // residential: stuffing through a residential-proxy network: 3000
 // addresses in 300 networks where real users live (the ISPs' /16s, the
@@ -273,18 +281,7 @@ func (e *engine) residential(pairs int, span time.Duration, from time.Time) {
 		ip := src[e.rng.IntN(len(src))]
 		dilute := i%2 == 0
 		e.at(at, func() {
-			if dilute {
-				m := own[e.rng.IntN(len(own))]
-				e.post("/v1/login", ip, "", map[string]string{"username": m, "password": e.accounts[mustAccount(m)]})
-			}
-			r := e.post("/v1/login", ip, "", map[string]string{"username": acct, "password": pass})
-			e.admitted(st, r)
-			switch {
-			case r.status == http.StatusOK && r.str("status") == "challenge":
-				st.Challenged++ // the code went to the owner
-			case r.status == http.StatusOK:
-				st.Succeeded++
-			}
+			e.stuffPair(st, own, dilute, ip, acct, pass)
 		})
 	}
 }
