@@ -186,8 +186,16 @@ type Rule struct {
 	Window time.Duration `yaml:"window"`
 	// Algorithm is one of [Algorithms]. Default fixed_window.
 	Algorithm Algorithm `yaml:"algorithm"`
-	// Count is "requests" (default) or "failures".
+	// Count is "requests" (default), "failures" (an admitted attempt
+	// counts as a failure until it succeeds) or, for the distinct
+	// algorithm, "successes" (a value counts once an attempt with it
+	// succeeds: taken at admission, given back when the attempt fails).
 	Count string `yaml:"count"`
+	// Remember is, for the distinct algorithm, how many values the set
+	// keeps (default: limit). A new value is admitted while fewer than
+	// limit are held; a challenge rule's proven values are remembered
+	// beyond it, up to remember (the networks an account proved).
+	Remember int64 `yaml:"remember"`
 	// Mode is "enforce" (default), "shadow" or "soft".
 	Mode string `yaml:"mode"`
 	// Overage is how far above Limit a soft rule still allows, as a
@@ -344,9 +352,10 @@ const (
 	ModeSoft    = "soft"
 	// ModeChallenge: where the rule would deny, the request is asked for
 	// a proof instead (SPEC section 11) and counts as admitted.
-	ModeChallenge = "challenge"
-	CountRequests = "requests"
-	CountFailures = "failures"
+	ModeChallenge  = "challenge"
+	CountRequests  = "requests"
+	CountFailures  = "failures"
+	CountSuccesses = "successes"
 )
 
 // Bounds on rules, checked by [Config.Validate].
@@ -354,6 +363,8 @@ const (
 	MinWindow = 100 * time.Millisecond
 	MaxWindow = 30 * 24 * time.Hour
 	MaxLimit  = 1 << 40
+	// MaxRemember bounds the values a distinct set keeps (Rule.Remember).
+	MaxRemember = 10000
 )
 
 // DefaultConfig returns the embedded default configuration.
@@ -736,8 +747,18 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 		if r.Algorithm == Concurrency {
 			bad(at+".count", "failures cannot be counted with the concurrency algorithm")
 		}
+	case CountSuccesses:
+		if r.Algorithm != Distinct {
+			bad(at+".count", "successes are counted by the distinct algorithm only (the values of attempts that succeeded)")
+		}
 	default:
-		bad(at+".count", "must be %q or %q, got %q", CountRequests, CountFailures, r.Count)
+		bad(at+".count", "must be %q, %q or %q, got %q", CountRequests, CountFailures, CountSuccesses, r.Count)
+	}
+	switch {
+	case r.Remember != 0 && r.Algorithm != Distinct:
+		bad(at+".remember", "only applies to the distinct algorithm")
+	case r.Remember != 0 && (r.Remember < r.Limit || r.Remember > MaxRemember):
+		bad(at+".remember", "must be the limit (%d) to %d values, got %d", r.Limit, MaxRemember, r.Remember)
 	}
 	switch {
 	case r.Mode == ModeChallenge && r.Fallback != "deny" && r.Fallback != "allow":

@@ -75,6 +75,11 @@ const (
 	// on destination or account, so strangers cannot use up an owner's
 	// budget, and stays a Failure for the others (IP, global).
 	Stray
+	// Held: the attempt waits for a proof given in another request (a
+	// step-up code). Its failures stay counted until then; what it would
+	// mark as proven (a count: successes value) is given back, and the
+	// attempt's [Guard.Receipt] commits it with the proof.
+	Held
 )
 
 // Result is one rule's part in a decision.
@@ -102,7 +107,9 @@ type Result struct {
 	// Locked reports that a lockout denies.
 	Locked bool
 	// Challenged reports that a rule in mode challenge would have denied:
-	// the request is asked for a proof (SPEC section 11), and counted.
+	// the request is asked for a proof. What the rule would take waits
+	// for it ([Guard.Prove], or a Success); a failure-counting rule
+	// counts the attempt as a failure at once, as any of its attempts.
 	Challenged bool
 	// StoreError reports that the store failed and the rule's onStoreError
 	// policy decided; Backstop that the policy was allow and the
@@ -122,6 +129,16 @@ type Result struct {
 	tag    string    // the subject's tag the rule was applied to
 	member string    // the entry a set algorithm added
 	at     time.Time // the store's clock (its node's) when it applied the rule: what a refund names
+}
+
+// LockedUntil is, for a result that reports a lockout, the store's time
+// when it ends: the same instant for every request that meets that
+// lockout (it names the lockout). Zero when not locked.
+func (r Result) LockedUntil() time.Time {
+	if !r.Locked || r.at.IsZero() {
+		return time.Time{}
+	}
+	return r.at.Add(r.RetryAfter)
 }
 
 // Decision is the answer to [Guard.Allow].
@@ -273,7 +290,8 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 			cr.limit += int64(float64(r.Limit) * float64(r.Overage))
 		}
 		cr.spec = &Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
-			Enforce: r.Mode != ModeShadow, Challenge: r.Mode == ModeChallenge, Lockout: r.Lockout, Min: r.Min}
+			Enforce: r.Mode != ModeShadow, Challenge: r.Mode == ModeChallenge, Failures: r.Count == CountFailures,
+			Keep: r.Remember, Lockout: r.Lockout, Min: r.Min}
 		if r.Elastic != nil {
 			cr.spec.Elastic = float64(r.Elastic.Ratio)
 		}

@@ -14,16 +14,23 @@ import (
 // failure on the otp.send rules with count: failures until its code is
 // approved, and the verify that approves it is another request (another
 // process, another IP): the send's Receipt is kept with the code, and the
-// verify settles it with [Guard.SettleReceipt]. A receipt names each rule
-// by name with the subject's tag, the store time of the take and its
-// units: keyed hashes and numbers, no identifier.
+// verify settles it with [Guard.SettleReceipt]. A login held for a
+// step-up code is settled the same way by the request that answers it.
+// A receipt names each rule by name with the subject's tag, the store
+// time of the take, its units, the set member it took (or "") and what a
+// success does with it: "f" a failure to give back, "k" a take to commit
+// (what a challenge held back, or a count: successes value): keyed hashes
+// and numbers, no identifier. Entries are separated by spaces, fields by
+// commas; an entry of four fields is an "f" without a member (as receipts
+// were written before).
 
 // maxReceipt bounds the rules one receipt names.
 const maxReceipt = 16
 
-// Receipt is what settling d's failure-counting rules later needs, or ""
-// when d took nothing they count (denied, none of its rules counts
-// failures, or the store failed and the backstop decided).
+// Receipt is what settling d later needs, or "" when d took and held back
+// nothing a later outcome settles (denied, no rule counts failures or
+// successes and none challenged, or the store failed and the backstop
+// decided).
 func (g *Guard) Receipt(d Decision) string {
 	if !d.Allowed || d.StoreError != nil {
 		return ""
@@ -32,7 +39,20 @@ func (g *Guard) Receipt(d Decision) string {
 	n := 0
 	for _, res := range d.Rules {
 		r := g.byName[res.Rule]
-		if r == nil || r.Count != CountFailures || res.Leased || res.taken <= 0 || res.tag == "" || n == maxReceipt {
+		if r == nil || res.Leased || res.tag == "" || n == maxReceipt {
+			continue
+		}
+		kind := ""
+		switch {
+		case r.Count == CountFailures && res.taken > 0:
+			kind = "f"
+		case r.Count == CountFailures:
+		case res.Challenged:
+			kind = "k"
+		case r.Count == CountSuccesses && res.member != "":
+			kind = "k"
+		}
+		if kind == "" {
 			continue
 		}
 		if n > 0 {
@@ -44,7 +64,11 @@ func (g *Guard) Receipt(d Decision) string {
 		b.WriteByte(',')
 		b.WriteString(strconv.FormatInt(res.at.UnixMicro(), 10))
 		b.WriteByte(',')
-		b.WriteString(strconv.FormatInt(res.taken, 10))
+		b.WriteString(strconv.FormatInt(max(res.taken, 1), 10))
+		b.WriteByte(',')
+		b.WriteString(res.member)
+		b.WriteByte(',')
+		b.WriteString(kind)
 		n++
 	}
 	return b.String()
@@ -52,7 +76,9 @@ func (g *Guard) Receipt(d Decision) string {
 
 // SettleReceipt settles the attempt a [Guard.Receipt] describes: Success
 // gives its failures back (and counts them verified on elastic rules;
-// clears a resetOnSuccess rule), Void undoes them. Rules the configuration no longer has are skipped.
+// clears a resetOnSuccess rule) and commits what it held back; Void
+// undoes its failures and commits nothing. Rules the configuration no
+// longer has are skipped.
 func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outcome) error {
 	if receipt == "" {
 		return nil
@@ -69,7 +95,10 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 	var ops []Op
 	for _, e := range strings.Fields(receipt) {
 		f := strings.Split(e, ",")
-		if len(f) != 4 {
+		if len(f) == 4 {
+			f = append(f, "", "f")
+		}
+		if len(f) != 6 || (f[5] != "f" && f[5] != "k") || len(f[4]) > 64 {
 			return fmt.Errorf("%w: malformed receipt", ErrInvalidInput)
 		}
 		at, err1 := strconv.ParseInt(f[2], 10, 64)
@@ -78,15 +107,25 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 			return fmt.Errorf("%w: malformed receipt", ErrInvalidInput)
 		}
 		r := g.byName[f[0]]
-		if r == nil || r.Count != CountFailures || len(f[1]) != 22 {
+		if r == nil || len(f[1]) != 22 {
 			continue
 		}
 		k := kind
-		if outcome == Success && r.ResetOnSuccess {
+		switch {
+		case f[5] == "k" && (outcome != Success || r.Count == CountFailures):
+			continue // held back: a success commits it, nothing else does
+		case f[5] == "k":
+			k = Commit
+		case r.Count != CountFailures:
+			continue
+		case outcome == Success && r.ResetOnSuccess:
 			k = Unblock // a success proves the pair: its failures and lockouts go
 		}
+		if r.Algorithm == Distinct && f[4] == "" && k != Unblock {
+			continue // a set's entry is named by its member
+		}
 		rules = append(rules, r)
-		ops = append(ops, Op{Kind: k, Spec: r.spec, Tag: f[1], Cost: units, At: time.UnixMicro(at)})
+		ops = append(ops, Op{Kind: k, Spec: r.spec, Tag: f[1], Cost: units, Member: f[4], At: time.UnixMicro(at)})
 	}
 	if len(ops) == 0 {
 		return nil

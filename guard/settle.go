@@ -24,48 +24,33 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 	var settled []*rule
 	var ops []Op
 	for i, r := range rules {
-		if r.Count != CountFailures && outcome != Void {
-			continue
-		}
-		taken, member, at, tag := int64(1), "", d.At, tags[i]
-		if d.Rules != nil {
+		res, known := Result{taken: 1, at: d.At, tag: tags[i]}, d.Rules != nil
+		if known {
 			k := slices.IndexFunc(d.Rules, func(x Result) bool { return x.Rule == r.Name })
 			if k < 0 || !d.Allowed {
 				continue
 			}
-			res := d.Rules[k]
-			if res.tag != "" {
-				tag = res.tag
+			res = d.Rules[k]
+			if res.tag == "" {
+				res.tag = tags[i]
 			}
 			if res.Leased {
 				if outcome == Void {
-					g.leases.give(r.spec.ID+tag, 1)
+					g.leases.give(r.spec.ID+res.tag, 1)
 				}
 				continue
 			}
-			taken, member, at = res.taken, res.member, res.at
 		} else if r.filtersDevice && !r.onUntrusted {
 			continue // it applied to trusted devices only
 		} else if r.Algorithm == SlidingLog {
-			taken = 0 // its entry is named at admission, unknown here
+			res.taken = 0 // its entry is named at admission, unknown here
 		}
-		kind := OpKind("")
-		switch failed := outcome == Failure || (outcome == Stray && !r.owned); {
-		case failed && r.Lockout != nil:
-			kind = Strike
-		case failed:
-		case outcome == Success && r.ResetOnSuccess:
-			kind = Unblock // a success proves the pair: its failures and lockouts go
-		case taken > 0 && outcome == Success:
-			kind = Refund
-		case taken > 0:
-			kind = Cancel // void, or a stray guess at what the subject owns: it never happened
-		}
+		kind := settleKind(r, res, known, outcome)
 		if kind == "" {
 			continue
 		}
-		op := Op{Kind: kind, Spec: r.spec, Tag: tag, Cost: max(taken, 1), Member: member, At: at}
-		if r.Algorithm == Distinct && member == "" {
+		op := Op{Kind: kind, Spec: r.spec, Tag: res.tag, Cost: max(res.taken, 1), Member: res.member, At: res.at}
+		if r.Algorithm == Distinct && op.Member == "" {
 			v, err := g.dimension(r.Of, req.Subject)
 			if err != nil {
 				return nil, fmt.Errorf("rule %s: %w", r.Name, err)
@@ -86,6 +71,89 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 	for i, r := range settled {
 		out[i] = r.result(res[i], "")
 	}
+	return out, nil
+}
+
+// settleKind is what outcome does to rule r, whose part in the decision
+// was res (known: the decision is at hand; else res assumes one unit
+// taken now).
+func settleKind(r *rule, res Result, known bool, outcome Outcome) OpKind {
+	switch {
+	case r.Count == CountFailures:
+		switch failed := outcome == Failure || (outcome == Stray && !r.owned); {
+		case outcome == Held:
+			return "" // a failure until the proof
+		case failed && r.Lockout != nil:
+			return Strike
+		case failed:
+			return ""
+		case outcome == Success && r.ResetOnSuccess:
+			return Unblock // a success proves the pair: its failures and lockouts go
+		case res.taken > 0 && outcome == Success:
+			return Refund
+		case res.taken > 0:
+			return Cancel // void, or a stray guess at what the subject owns: it never happened
+		}
+		return ""
+	case known && res.Challenged:
+		// a challenge held the take back: the proof commits it
+		if outcome == Success {
+			return Commit
+		}
+		return ""
+	case !known && outcome == Success && r.Algorithm == Distinct && (r.Count == CountSuccesses || r.Mode == ModeChallenge):
+		// whether a challenge held it back is unknown: committing a value
+		// is the same whether or not the set has it
+		return Commit
+	case r.Count == CountSuccesses:
+		// a value counts once its attempt succeeds; a value the set had
+		// already (taken 0) stays
+		if outcome != Success && known && res.taken > 0 {
+			return Cancel
+		}
+		return ""
+	case outcome == Void && res.taken > 0:
+		return Cancel
+	}
+	return ""
+}
+
+// Prove commits what the challenge rules of d held back, now that the
+// request gave their proof (a solved CAPTCHA): d with those rules'
+// results as if they had allowed (their units taken), for the rest of
+// the attempt (a Void then gives them back). A decision without a
+// challenge is returned as it is.
+func (g *Guard) Prove(ctx context.Context, req Request, d Decision) (Decision, error) {
+	if !d.Allowed || !d.Challenged {
+		return d, nil
+	}
+	var rules []*rule
+	var ops []Op
+	var at []int
+	for k, res := range d.Rules {
+		r := g.byName[res.Rule]
+		if r == nil || !res.Challenged || r.spec.Failures {
+			continue
+		}
+		rules, at = append(rules, r), append(at, k)
+		ops = append(ops, Op{Kind: Commit, Spec: r.spec, Tag: res.tag, Cost: 1, Member: res.member})
+	}
+	out := d
+	out.Rules = slices.Clone(d.Rules)
+	if len(ops) > 0 {
+		res, err := g.apply(ctx, rules, ops, d.StoreError != nil)
+		if err != nil {
+			return d, fmt.Errorf("commit the proven %s: %w", req.Action, err)
+		}
+		for i, k := range at {
+			r := &out.Rules[k]
+			r.Allowed, r.Challenged, r.taken, r.at = true, false, res[i].Taken, res[i].Now
+		}
+	}
+	for k := range out.Rules {
+		out.Rules[k].Challenged = false
+	}
+	out.Challenged, out.ChallengedBy, out.Fallback = false, "", ""
 	return out, nil
 }
 

@@ -81,6 +81,10 @@ const (
 	// Reserve books the next slot of a token bucket even in the future and
 	// reports the wait, unless the wait would exceed MaxWait.
 	Reserve OpKind = "v"
+	// Commit applies the take of Cost units (Member for the set
+	// algorithms) that a challenge held back, whatever the rule's state:
+	// the proof was given. A distinct value is added (or refreshed).
+	Commit OpKind = "k"
 )
 
 // Spec is the part of a rule a Store needs, computed once per rule and
@@ -96,9 +100,18 @@ type Spec struct {
 	// Enforce makes a denial of this rule deny the whole batch.
 	Enforce bool
 	// Challenge, with Enforce, turns the rule's denial into a challenge:
-	// the batch is not denied for it, the op takes its units anyway, and
-	// its result says Challenged.
+	// the batch is not denied for it and its result says Challenged. A
+	// challenged Take takes nothing (what it would mark seen or consume
+	// waits for the proof: Commit applies it then), unless Failures.
 	Challenge bool
+	// Failures: the rule counts failures. A challenged Take of such a
+	// rule takes its units at once, as any of its takes: the attempt is a
+	// failure until a success (the proof) gives it back.
+	Failures bool
+	// Keep is how many values a distinct rule's set keeps, at least
+	// Limit (0: Limit). A new value is admitted while the set holds fewer
+	// than Limit; values committed after a proof may fill it to Keep.
+	Keep int64
 	// Lockout is the rule's progressive lockout, or nil.
 	Lockout *Lockout
 	// Min is the ratio algorithm's least number of attempts before it
@@ -168,8 +181,9 @@ type OpResult struct {
 	// Inapplicable reports that the Op's Cond did not hold: it did
 	// nothing and decides nothing.
 	Inapplicable bool
-	// Challenged reports that a challenge rule would have denied: the op
-	// took its units (when the batch was allowed) and asks for a proof.
+	// Challenged reports that a challenge rule would have denied: the
+	// request asks for a proof. The op took nothing, unless its rule
+	// counts failures (Spec.Failures) and the batch was allowed.
 	Challenged bool
 	// Taken is how many units a Take consumed (Cost plus any lease extra);
 	// 0 when the batch was denied.

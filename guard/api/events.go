@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +16,10 @@ import (
 
 // publish sends a security event, at most once per dedup key for ttl
 // (across processes: the mark is in Redis). A store that cannot mark it
-// lets it through: a duplicate is better than a lost lockout notice.
+// lets it through: a duplicate is better than a lost lockout notice. A
+// dedup key names its occurrence (a lockout by its end, a budget by its
+// window), so what this process remembers of a mark, set here or by
+// another process, never hides the next occurrence.
 func (s *Server) publish(ctx context.Context, e events.Event, dedup string, ttl time.Duration) {
 	if s.Events == nil {
 		return
@@ -82,8 +86,10 @@ func (s *Server) subjectOf(r *guard.Rule, subj guard.Subject) string {
 
 // lockoutEvents publishes, for the results of a failure's settlement,
 // Lockout Started for each rule that now locks its subject, and Lockout
-// DoS Suspected when the subject is an account whose failures came from
-// many networks (a distinct-networks rule on the account in decision d).
+// DoS Suspected when what is locked is an account (a rule keyed on the
+// account, or on its device for the untrusted clients' shared bucket)
+// whose failures came from many networks (a distinct-networks rule on
+// the account that counts failures or requests, in decision d).
 func (s *Server) lockoutEvents(ctx context.Context, req guard.Request, d guard.Decision, results []guard.Result) {
 	for _, res := range results {
 		if !res.Locked {
@@ -95,22 +101,25 @@ func (s *Server) lockoutEvents(ctx context.Context, req guard.Request, d guard.D
 		}
 		subject := s.subjectOf(r, req.Subject)
 		locked := max(res.RetryAfter, time.Second)
+		occurrence := r.Name + "\x00" + subject + "\x00" + strconv.FormatInt(res.LockedUntil().UnixMicro(), 10)
 		s.publish(ctx, events.Event{DetailType: events.LockoutStarted, Detail: map[string]any{
 			"action": req.Action, "rule": r.Name, "dimensions": r.Key, "subject": subject, "lockedForSeconds": seconds(locked),
-		}}, r.Name+"\x00"+subject, locked)
-		if !slices.Equal(r.Key, []string{"account"}) {
+		}}, occurrence, locked)
+		account := slices.Equal(r.Key, []string{"account"}) || (slices.Equal(r.Key, []string{"device"}) && d.Device != guard.DeviceTrusted)
+		if !account {
 			continue
 		}
 		for _, o := range d.Rules {
 			n := s.ruleSpec(o.Rule)
-			if n == nil || n.Algorithm != guard.Distinct || !slices.Equal(n.Key, []string{"account"}) || !network(n.Of) || o.Skipped {
-				continue
+			if n == nil || n.Algorithm != guard.Distinct || !slices.Equal(n.Key, []string{"account"}) || !network(n.Of) ||
+				n.Count == guard.CountSuccesses || o.Skipped {
+				continue // a set of proven networks says nothing of the failures'
 			}
 			if seen := n.Limit - o.Remaining; seen >= events.DoSNetworksMin {
 				s.publish(ctx, events.Event{DetailType: events.LockoutDoS, Detail: map[string]any{
 					"action": req.Action, "rule": r.Name, "subject": subject, "networks": seen, "networkRule": n.Name,
 					"lockedForSeconds": seconds(locked),
-				}}, r.Name+"\x00"+subject, locked)
+				}}, occurrence, locked)
 				break
 			}
 		}
@@ -124,8 +133,8 @@ func network(dim string) bool {
 // budgetEvent publishes Budget Tripped when a global cap or an elastic
 // budget denied decision d (once per rule and subject per retry period).
 func (s *Server) budgetEvent(ctx context.Context, action string, req guard.Request, d guard.Decision) {
-	if d.Allowed || d.DeniedBy == "" || d.StoreError != nil {
-		return
+	if d.Allowed || d.DeniedBy == "" || d.StoreError != nil || d.At.IsZero() {
+		return // (a denial the deny cache answered: the store's denial before it told)
 	}
 	r := s.ruleSpec(d.DeniedBy)
 	if r == nil {
@@ -142,7 +151,10 @@ func (s *Server) budgetEvent(ctx context.Context, action string, req guard.Reque
 	}
 	subject := s.subjectOf(r, req.Subject)
 	retry := max(d.RetryAfter, time.Second)
+	// once per window of the rule (on the store's clock: every process
+	// names the same one)
+	slot := d.At.UnixMicro() / max(r.Window.Microseconds(), 1)
 	s.publish(ctx, events.Event{DetailType: events.BudgetTripped, Detail: map[string]any{
 		"action": action, "rule": r.Name, "kind": kind, "dimensions": r.Key, "subject": subject, "retryAfterSeconds": seconds(retry),
-	}}, r.Name+"\x00"+subject, retry)
+	}}, r.Name+"\x00"+subject+"\x00"+strconv.FormatInt(slot, 10), retry)
 }

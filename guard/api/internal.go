@@ -161,7 +161,10 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 	closest := -1
 	for i, res := range d.Rules {
 		out.Rules = append(out.Rules, ruleState{res.Rule, res.Allowed, res.Remaining, seconds(res.ResetAfter), res.Skipped})
-		if !res.Skipped && (closest < 0 || res.Remaining < d.Rules[closest].Remaining) {
+		// the rule closest to denying: a challenge or shadow rule never
+		// denies (its remaining would tell a client it is out for a window)
+		if !res.Skipped && res.Mode != guard.ModeChallenge && res.Mode != guard.ModeShadow &&
+			(closest < 0 || res.Remaining < d.Rules[closest].Remaining) {
 			closest = i
 		}
 	}

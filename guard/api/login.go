@@ -77,13 +77,23 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
 		return
 	}
-	if rec.decision.Challenged && res.Challenge == nil {
+	d := rec.decision
+	switch {
+	case d.Challenged && res.Challenge == nil:
 		// a challenge rule flagged the login and the password is right:
 		// the result waits for a step-up code
 		s.stepUp(ctx, w, rec, req, account, presented, res)
 		return
+	case d.Challenged:
+		// the authenticator asks for its own proof (MFA, a new password),
+		// answered without us: the password was right, but nothing a
+		// challenge held back is committed on a proof we do not see
+		d.Rules = slices.Clone(d.Rules)
+		for i := range d.Rules {
+			d.Rules[i].Challenged = false
+		}
 	}
-	s.settle(ctx, req, rec.decision, guard.Success)
+	s.settle(ctx, req, d, guard.Success)
 	s.loginAnswer(ctx, w, rec, account, presented, res, rec.decision.At)
 }
 
@@ -185,7 +195,7 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if rec.decision.Challenged {
-		if answer := s.challengeCaptcha(ctx, rec, in.CaptchaToken, req.Subject.IP); answer != nil {
+		if answer := s.challengeCaptcha(ctx, rec, req, in.CaptchaToken); answer != nil {
 			answer(w)
 			return
 		}

@@ -73,7 +73,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if rec.decision.Challenged {
-		if answer := s.challengeCaptcha(ctx, rec, in.CaptchaToken, req.Subject.IP); answer != nil {
+		if answer := s.challengeCaptcha(ctx, rec, req, in.CaptchaToken); answer != nil {
 			answer(w) // the send stays counted: unproven, it is a failure
 			return
 		}

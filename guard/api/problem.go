@@ -47,6 +47,8 @@ var problemTypes = map[string]struct {
 	"not_ready":              {http.StatusServiceUnavailable, "Not ready"},
 	"challenge_required":     {http.StatusForbidden, "Challenge required"},
 	"captcha_unavailable":    {http.StatusServiceUnavailable, "CAPTCHA provider unavailable"},
+	// the client hung up: nobody reads this answer, the log does
+	"cancelled": {499, "Client closed request"},
 }
 
 // WriteProblem writes the problem answer of code (one of the codes above)

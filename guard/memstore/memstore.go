@@ -191,7 +191,7 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 		p.res = [6]int64{b2i(ok), rem, reset, retry, b2i(locked), 0}
 		if p.Spec.Enforce && !ok {
 			if p.Spec.Challenge {
-				p.res[0] = 4 // challenged: takes anyway, does not deny
+				p.res[0] = 4 // challenged: does not deny; takes only a failure-counting rule's units
 			} else {
 				allowed = false
 			}
@@ -204,7 +204,7 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 			if p.res[0] != 1 && p.res[0] != 4 {
 				break
 			}
-			if !allowed {
+			if !allowed || (p.res[0] == 4 && !p.Spec.Failures) {
 				p.untake()
 				break
 			}
@@ -225,6 +225,22 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 			if p.res[0] == 1 || p.res[0] == 4 {
 				p.untake()
 			}
+		case guard.Commit:
+			// a challenged take whose proof was given: taken whatever the
+			// state (the lockout and the limit judged it already)
+			ok, rem, reset, _ := p.alg(now, p.cost)
+			n := p.cost
+			if p.Spec.Algorithm == guard.Distinct {
+				n = 0
+				if !p.seen {
+					n = 1
+				}
+			}
+			p.commit(now, n)
+			if !ok {
+				rem = 0
+			}
+			p.res = [6]int64{1, rem, reset, 0, 0, n}
 		case guard.Strike:
 			switch l := p.lockUntil(now); {
 			case l > 0:
@@ -931,10 +947,15 @@ func (p *op) prune(to int64) {
 	p.st.z = z
 }
 
-// trim keeps the limit highest-scored entries.
+// trim keeps the highest-scored entries: the limit, or for a distinct
+// set its Keep when that is more.
 func (p *op) trim() {
-	if n := int64(len(p.st.z)); n > p.limit {
-		p.st.z = p.st.z[n-p.limit:]
+	keep := p.limit
+	if p.Spec.Algorithm == guard.Distinct {
+		keep = max(keep, p.Spec.Keep)
+	}
+	if n := int64(len(p.st.z)); n > keep {
+		p.st.z = p.st.z[n-keep:]
 	}
 }
 

@@ -30,7 +30,7 @@ func stateKey(op *guard.Op) string {
 
 // The per-op arguments, in the order otpguard.lua names them: SPEC, DYN.
 // SPEC is a rule's unchanging arguments in one string,
-// "alg|limit|window|enforce|field|ttl|lock|min|elastic|challenge", encoded once per Spec here and
+// "alg|limit|window|enforce|field|ttl|lock|min|elastic|challenge|keep", encoded once per Spec here and
 // parsed once per node there; DYN the op's own, "kind|cost|extra|member|at"
 // (kind: the letter and its device condition, T or U, if any), or the
 // kind alone when the others are 1, 0, "", 0 (most takes).
@@ -80,11 +80,17 @@ func staticOf(s *guard.Spec) *static {
 	if s.Elastic > 0 {
 		elastic = strconv.FormatFloat(s.Elastic, 'g', -1, 64)
 	}
-	challenge := ""
-	if s.Challenge {
+	challenge, keep := "", ""
+	switch {
+	case s.Challenge && s.Failures:
+		challenge = "2"
+	case s.Challenge:
 		challenge = "1"
 	}
-	st = &static{spec: algCode[s.Algorithm] + "|" + strconv.FormatInt(s.Limit, 10) + "|" + us(s.Window) + "|" + enforce + "|" + field + "|" + ttl + "|" + lock + "|" + mn + "|" + elastic + "|" + challenge}
+	if s.Keep > s.Limit {
+		keep = strconv.FormatInt(s.Keep, 10)
+	}
+	st = &static{spec: algCode[s.Algorithm] + "|" + strconv.FormatInt(s.Limit, 10) + "|" + us(s.Window) + "|" + enforce + "|" + field + "|" + ttl + "|" + lock + "|" + mn + "|" + elastic + "|" + challenge + "|" + keep}
 	statics.Lock()
 	if statics.m == nil || len(statics.m) >= maxStatics {
 		statics.m = map[*guard.Spec]*static{}
@@ -102,7 +108,7 @@ var condLetter = [3]string{guard.Always: "", guard.CondTrusted: "T", guard.CondU
 
 func init() {
 	for _, k := range []guard.OpKind{guard.Take, guard.Peek, guard.Strike, guard.Refund, guard.Cancel, guard.Unblock,
-		guard.Release, guard.Reserve, guard.DeviceCheck, guard.Revoke} {
+		guard.Release, guard.Reserve, guard.DeviceCheck, guard.Revoke, guard.Commit} {
 		kindArgs[k] = [3]any{string(k), string(k) + "T", string(k) + "U"}
 	}
 }

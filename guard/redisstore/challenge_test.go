@@ -3,25 +3,31 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard"
 )
 
 // A rule in mode challenge never denies: past its limit it flags the
-// request (Challenged) and counts it; an enforcing rule still denies, and
-// then nothing is counted, the challenge rule's units included.
-func TestAChallengeRuleFlagsAndCounts(t *testing.T) {
+// request (Challenged). What it would take waits for the proof: a
+// request-counting rule takes nothing while challenged (asking again is
+// challenged again), and the proof commits the take; a failure-counting
+// rule counts the attempt as a failure at once, as any of its attempts.
+// An enforcing rule still denies, and then nothing is counted, the
+// challenge rule's units included.
+func TestAChallengeRuleFlagsAndWaitsForTheProof(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		g := newGuard(t, newStore(rdb), `
-  - {name: stepup, action: login, key: [account], limit: 2, window: 1h, mode: challenge}
-  - {name: per-ip, action: login, key: [ip], limit: 5, window: 1h}
+  - {name: stepup, action: login, key: [account], limit: 2, window: 1h, mode: challenge, fallback: allow}
+  - {name: failures, action: login, key: [account], count: failures, limit: 2, window: 1h, mode: challenge, fallback: allow}
+  - {name: per-ip, action: login, key: [ip], limit: 7, window: 1h}
 `)
+		ctx := context.Background()
 		r := loginAt("x", "192.0.2.10")
 		for i := range 6 {
-			if i == 5 {
-				r = loginAt("x", "192.0.2.11") // another address: only stepup counts 6
-			}
 			d := allow(t, g, r)
 			if !d.Allowed {
 				t.Fatalf("request %d denied: %+v", i, d)
@@ -30,20 +36,54 @@ func TestAChallengeRuleFlagsAndCounts(t *testing.T) {
 				t.Fatalf("request %d: challenged %v (%s), want %v", i, d.Challenged, d.ChallengedBy, want)
 			}
 		}
-		st, err := g.Status(context.Background(), "account", r.Subject)
-		if err != nil || len(st) != 1 || st[0].Remaining != 0 {
-			t.Fatalf("the challenge rule's state: %+v %v", st, err)
+		// the fixed windows' counts: a key of its own, or a packed
+		// hash's <id>c fields
+		counters := func() map[string]int {
+			out := map[string]int{}
+			for _, v := range dump(t, rdb) {
+				if !strings.HasPrefix(v, "map[") {
+					out[v]++
+					continue
+				}
+				for _, f := range strings.Fields(strings.Trim(v, "map[]")) {
+					if name, n, ok := strings.Cut(f, ":"); ok && len(name) == 3 && strings.HasSuffix(name, "c") {
+						out[n]++
+					}
+				}
+			}
+			return out
 		}
+		// stepup holds 2 (the challenged asked again and again took
+		// nothing); failures counted all 6; per-ip 6.
+		if c := counters(); c["2"] != 1 || c["6"] != 2 {
+			t.Fatalf("after 2 admitted and 4 challenged: counters %v, want stepup at 2, failures and per-ip at 6", dump(t, rdb))
+		}
+		// The proof commits the held take (and only the held one).
+		d := allow(t, g, r)
+		if !d.Challenged {
+			t.Fatalf("the 7th is not challenged: %+v", d)
+		}
+		proven, err := g.Prove(ctx, r, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if proven.Challenged || !proven.Allowed || proven.Rules[0].Challenged || !proven.Rules[0].Allowed {
+			t.Fatalf("the proven decision: %+v", proven)
+		}
+		if c := counters(); c["3"] != 1 || c["7"] != 2 {
+			t.Fatalf("after the proof: counters %v, want stepup at 3, failures and per-ip at 7", dump(t, rdb))
+		}
+		// A void attempt, once proven, gives back what the proof took.
+		if _, err := g.Settle(ctx, r, proven, guard.Void); err != nil {
+			t.Fatal(err)
+		}
+		if c := counters(); c["2"] != 1 || c["6"] != 2 {
+			t.Fatalf("after voiding the proven attempt: counters %v, want 2, 6, 6", dump(t, rdb))
+		}
+		// per-ip denies: nothing counted, the challenge rule's included.
+		allow(t, g, r)
 		before := dump(t, rdb)
-		counted := false
-		for _, v := range before {
-			counted = counted || v == "6"
-		}
-		if !counted {
-			t.Fatalf("the challenged requests were not counted (no counter at 6): %v", before)
-		}
-		r = loginAt("x", "192.0.2.10")
-		for range 5 {
+		for range 3 {
 			if d := allow(t, g, r); d.Allowed || d.DeniedBy != "per-ip" || d.Challenged {
 				t.Fatalf("past per-ip: %+v", d)
 			}
@@ -52,4 +92,84 @@ func TestAChallengeRuleFlagsAndCounts(t *testing.T) {
 			t.Fatalf("denied requests were counted:\nbefore %v\nafter  %v", before, after)
 		}
 	})
+}
+
+// The networks an account proved: a distinct challenge rule that counts
+// successes, limit 1 (the first network is taken on trust), remember 3.
+// A stranger's network is challenged as often as it asks and never
+// enters the set, whether the password was wrong (Failure) or right but
+// never proven (Held); the owner's home stays; a network proven with a
+// code (the held login's receipt) joins the set without pushing home out.
+func TestTheNetworksAnAccountProved(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		networksProved(t, newGuard(t, newStore(rdb), networksRule))
+	})
+}
+
+const networksRule = `
+  - {name: stepup, action: login, key: [account], algorithm: distinct, of: ip/16, count: successes, limit: 1,
+     remember: 3, window: 720h, mode: challenge, fallback: allow}
+`
+
+// networksProved is TestTheNetworksAnAccountProved's scenario, also one of
+// the properties both implementations must have.
+func networksProved(t *testing.T, g *guard.Guard) {
+	t.Helper()
+	{
+		ctx := context.Background()
+		home, stranger, away := loginAt("owner", "198.18.0.1"), loginAt("owner", "203.0.113.1"), loginAt("owner", "100.64.0.1")
+		settle := func(r guard.Request, d guard.Decision, o guard.Outcome) {
+			t.Helper()
+			if _, err := g.Settle(ctx, r, d, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A stranger's wrong guess before the owner ever logged in: on
+		// trust, admitted, and given back when it fails.
+		d := allow(t, g, stranger)
+		if d.Challenged {
+			t.Fatalf("the first network ever: %+v", d)
+		}
+		settle(stranger, d, guard.Failure)
+		d = allow(t, g, home)
+		if d.Challenged {
+			t.Fatalf("home, after a stranger's failed guess: %+v (the guess was kept)", d)
+		}
+		settle(home, d, guard.Success)
+		for i := range 4 {
+			d := allow(t, g, stranger)
+			if !d.Challenged || !d.Allowed {
+				t.Fatalf("the stranger's try %d: %+v", i, d)
+			}
+			if i%2 == 0 {
+				settle(stranger, d, guard.Failure) // a wrong password
+			} else {
+				settle(stranger, d, guard.Held) // a right one, never proven
+			}
+		}
+		if d := allow(t, g, home); d.Challenged {
+			t.Fatalf("home after the stranger's tries: %+v", d)
+		}
+		// The owner, away: challenged, held, then proven by the code.
+		d = allow(t, g, away)
+		if !d.Challenged {
+			t.Fatalf("away, the first time: %+v", d)
+		}
+		settle(away, d, guard.Held)
+		receipt := g.Receipt(d)
+		if d2 := allow(t, g, away); !d2.Challenged {
+			t.Fatalf("away, asked again before the code: %+v", d2)
+		}
+		if err := g.SettleReceipt(ctx, receipt, guard.Success); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []guard.Request{away, home} {
+			if d := allow(t, g, r); d.Challenged {
+				t.Fatalf("%v after the proof: %+v", r.Subject.IP, d)
+			}
+		}
+		if d := allow(t, g, stranger); !d.Challenged {
+			t.Fatalf("the stranger after the owner's proof: %+v", d)
+		}
+	}
 }

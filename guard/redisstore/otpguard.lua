@@ -453,7 +453,9 @@ A.rt = {
 --   concurrency: leases scored by when they expire.
 --   distinct: the keyed hashes of the distinct values seen in the window,
 --     scored by when each was last seen; a value already seen costs
---     nothing, never more than limit entries.
+--     nothing; a new one is admitted while fewer than limit are held,
+--     never more than keep entries (keep > limit only where a challenge's
+--     proof committed more: see 'k').
 local function zcheck(op, cost, from, live_for)
   local count = redis.call('ZCOUNT', op.key, '(' .. fmt(from), '+inf')
   op.count = count
@@ -525,7 +527,7 @@ A.ds = {
     -- a value seen again is refreshed: "seen in the window" is last seen
     redis.call('ZREMRANGEBYSCORE', op.key, '-inf', fmt(now - op.window))
     redis.call('ZADD', op.key, fmt(now), op.member)
-    redis.call('ZREMRANGEBYRANK', op.key, 0, -(op.limit + 1))
+    redis.call('ZREMRANGEBYRANK', op.key, 0, -(op.keep + 1))
     redis.call('PEXPIRE', op.key, ms(op.window))
   end,
   refund = function(op) redis.call('ZREM', op.key, op.member) end,
@@ -589,19 +591,24 @@ local SPEC, DYN = 1, 2
 local NA = 2
 
 -- A rule's unchanging arguments come as one string,
--- "alg|limit|window|enforce|field|ttl|lock|min|elastic|challenge" (lock:
--- "initial factor max reset" or empty; min: the ratio's; elastic: the
--- ratio of successes an elastic limit follows, or empty; challenge: 1 when
--- the rule's denial is a challenge), parsed once: a FUNCTION library keeps SPECS from call
--- to call (bounded), a script call parses each spec it sees once.
+-- "alg|limit|window|enforce|field|ttl|lock|min|elastic|challenge|keep"
+-- (lock: "initial factor max reset" or empty; min: the ratio's; elastic:
+-- the ratio of successes an elastic limit follows, or empty; challenge: 1
+-- when the rule's denial is a challenge whose take waits for the proof, 2
+-- when it takes at once (a failure-counting rule), else empty; keep: how
+-- many values a distinct set keeps, or empty for limit), parsed once: a
+-- FUNCTION library keeps SPECS from call to call (bounded), a script call
+-- parses each spec it sees once.
 local SPECS, NSPECS = {}, 0
 
 local function spec(s)
   local sp = SPECS[s]
   if sp then return sp end
-  local alg, limit, window, enforce, f, ttl, lock, mn, el, ch = string.match(s, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local alg, limit, window, enforce, f, ttl, lock, mn, el, ch, kp = string.match(s, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
   sp = {alg = alg, limit = tonumber(limit), window = tonumber(window), enforce = enforce == '1', f = f,
-    ttl = tonumber(ttl), packed = f ~= '', min = tonumber(mn) or 0, elastic = tonumber(el), challenge = ch == '1'}
+    ttl = tonumber(ttl), packed = f ~= '', min = tonumber(mn) or 0, elastic = tonumber(el), challenge = ch ~= '',
+    challenge_takes = ch == '2'}
+  sp.keep = max(sp.limit, tonumber(kp) or 0)
   if lock ~= '' then
     local l, j = {}, 1
     for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
@@ -688,8 +695,9 @@ end
 
 -- The reply: {batch allowed, now, then 6 fields per op: allowed (0, 1;
 -- 2 = skipped; 3 = not applicable: its device condition failed; 4 =
--- challenged: a challenge rule that would deny, which takes anyway and
--- does not deny the batch), remaining, reset, retry, locked (0/1), taken}. It is
+-- challenged: a challenge rule that would deny, which does not deny the
+-- batch and takes nothing until the proof commits it ('k'), unless it
+-- counts failures), remaining, reset, retry, locked (0/1), taken}. It is
 -- written in place: op i's fields are out[j + 1] .. out[j + 6], j = 2 +
 -- 6 (i - 1), all of them set in order first (a hole would end the reply).
 
@@ -757,7 +765,10 @@ local function batch(keys, args)
     local kind, alg = op.kind, A[op.alg]
     if kind == 't' then
       if out[j + 1] == 1 or out[j + 1] == 4 then
-        if allowed then
+        if allowed and (out[j + 1] == 1 or op.challenge_takes) then
+          -- a lockout answered the check before the algorithm read its
+          -- state (a challenge rule counting failures takes anyway)
+          if out[j + 5] == 1 then alg.check(op, op.cost) end
           local take = op.cost
           if op.alg == 'ds' then
             take = op.seen and 0 or 1 -- a value already seen costs nothing
@@ -790,6 +801,15 @@ local function batch(keys, args)
       end
     elseif kind == 'r' or kind == 'l' or kind == 'c' then
       alg.refund(op)
+    elseif kind == 'k' then
+      -- a challenged take whose proof was given: taken whatever the
+      -- state (the lockout and the limit judged it already)
+      local ok, rem, reset = alg.check(op, op.cost)
+      local take = op.cost
+      if op.alg == 'ds' then take = op.seen and 0 or 1 end
+      alg.commit(op, take)
+      if not ok then rem = 0 end
+      out[j + 1], out[j + 2], out[j + 3], out[j + 6] = 1, rem, reset, take
     elseif kind == 'd' then
       -- read in the first pass
     elseif kind == 'D' then

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -68,6 +69,32 @@ var properties = []struct {
 		res, _ := g.Settle(context.Background(), r, d, guard.Failure)
 		if len(res) == 0 || !res[0].Locked || res[0].RetryAfter != 20*time.Second {
 			t.Fatalf("the try after a lockout failed: want a lockout of 20s at once, got %+v", res)
+		}
+	}},
+	{"a challenge holds its take back until the proof; an account's set keeps the networks it proved", func(t *testing.T, e env) {
+		networksProved(t, e.guard(t, networksRule))
+	}},
+	{"a proven, then void, challenged attempt leaves the state as it was", func(t *testing.T, e env) {
+		g := e.guard(t, "  - {name: c, action: login, key: [account], limit: 1, window: 1h, mode: challenge, fallback: allow}\n"+
+			"  - {name: f, action: login, key: [account], count: failures, limit: 1, window: 1h, mode: challenge, fallback: allow}\n")
+		r := req("login", "x")
+		allow(t, g, r)
+		for range 3 {
+			if d := allow(t, g, r); !d.Challenged || d.Rules[1].Remaining != 0 {
+				t.Fatalf("a challenged request: %+v", d)
+			}
+		}
+		st, _ := g.Status(context.Background(), "account", r.Subject)
+		d := allow(t, g, r)
+		proven, err := g.Prove(context.Background(), r, d)
+		if err != nil || proven.Challenged {
+			t.Fatalf("prove: %+v %v", proven, err)
+		}
+		if _, err := g.Settle(context.Background(), r, proven, guard.Void); err != nil {
+			t.Fatal(err)
+		}
+		if after, _ := g.Status(context.Background(), "account", r.Subject); fmt.Sprint(after) != fmt.Sprint(st) {
+			t.Fatalf("a proven then void attempt changed the state: %+v, was %+v", after, st)
 		}
 	}},
 	{"a distinct value already seen costs nothing", func(t *testing.T, e env) {

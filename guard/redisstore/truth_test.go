@@ -95,9 +95,28 @@ func failLogin(t *testing.T, g *guard.Guard, req guard.Request) guard.Decision {
 	return d
 }
 
-// lockAccount locks an account (its untrusted clients) under the default
-// login rules: 20 failures from 20 addresses, two in each of 10 /16s (no
-// per-IP or per-network rule sees a pattern).
+// enforcingDefaults is the default config with its per-account lockout
+// (login-per-device) enforcing instead of challenging: the lockout as a
+// refusal, which what the process keeps must never prolong.
+func enforcingDefaults(t *testing.T) guard.Config {
+	t.Helper()
+	cfg := guard.DefaultConfig()
+	for i := range cfg.Rules {
+		if r := &cfg.Rules[i]; r.Name == "login-per-device" {
+			if r.Mode != guard.ModeChallenge {
+				t.Fatalf("login-per-device is %s by default: this helper is out of date", r.Mode)
+			}
+			r.Mode, r.Fallback = guard.ModeEnforce, ""
+			return cfg
+		}
+	}
+	t.Fatal("no login-per-device rule")
+	return cfg
+}
+
+// lockAccount locks an account (its untrusted clients) under
+// enforcingDefaults: 20 failures from 20 addresses, two in each of 10
+// /16s (no per-IP or per-network rule sees a pattern).
 func lockAccount(t *testing.T, g *guard.Guard, account string) {
 	t.Helper()
 	for i := range 20 {
@@ -115,7 +134,7 @@ func lockAccount(t *testing.T, g *guard.Guard, account string) {
 // the lockout (60 s measured), and after a FLUSHALL refused 25 of 25.
 func TestAnUnblockTakesEffectAtOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := guard.DefaultConfig()
+		cfg := enforcingDefaults(t)
 		owner := loginReq("owner@example.com", "203.0.113.9")
 		ctx := context.Background()
 		t.Run("one process", func(t *testing.T) {
@@ -319,14 +338,20 @@ func TestAnUnblockReachesTheOtherProcessesDenyCaches(t *testing.T) {
 
 // TestALockoutDoesNotMultiplyTheBudget: an attacker tries one account as
 // fast as it is admitted, from a new address each time, for four hours,
-// under the default rules (login-per-device: 20 failures an hour, then
-// lockouts of 1 minute doubling up to 15). The reviewed code cleared the
-// count at each lockout and admitted 140, 60, 80 and 80 failures in hours
-// 1 to 4. Now: the limit, and one try per lockout after it. (The Lua
-// library on the embedded Redis, whose clock the test moves.)
+// under the default per-account rule made enforcing (login-per-device: 20
+// failures an hour, then lockouts of 1 minute doubling up to 15; by
+// default it challenges instead: see TestAChallengeLockoutChecksEveryTry).
+// The reviewed code cleared the count at each lockout and admitted 140,
+// 60, 80 and 80 failures in hours 1 to 4. Now: the limit, and one try per
+// lockout after it. (The Lua library on the embedded Redis, whose clock
+// the test moves.)
 func TestALockoutDoesNotMultiplyTheBudget(t *testing.T) {
 	clock, st := newFixedClock(t)
-	g := newGuardAt(t, st, clock, ruleOf(t, "login-per-device"))
+	rule := strings.Replace(ruleOf(t, "login-per-device"), ", mode: challenge, fallback: deny", "", 1)
+	if strings.Contains(rule, "challenge") {
+		t.Fatalf("the rule is still a challenge: %s", rule)
+	}
+	g := newGuardAt(t, st, clock, rule)
 	var perHour [4]int
 	var lockouts [4]int
 	for s := 0; s < 4*3600; s++ {

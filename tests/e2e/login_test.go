@@ -323,7 +323,10 @@ func TestInternalRoutes(t *testing.T) {
 
 // Five wrong passwords from one IP lock that (account, IP) only: the
 // owner logs in from another IP. Twenty failures from twenty IPs lock the
-// account itself, from anywhere.
+// account's untrusted clients, from anywhere: each of their logins is
+// then challenged, never refused (a stranger's failures must not keep the
+// owner out): a wrong password is still a 401 and counted, a right one
+// gets a step-up code, and the owner is in with it.
 func TestLockoutsPerAccountIPAndPerAccount(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -351,9 +354,17 @@ func TestLockoutsPerAccountIPAndPerAccount(t *testing.T) {
 					t.Fatalf("failure %d from its own IP: %d %s", i+6, r.status, r.raw)
 				}
 			}
-			if r := s.login(t, "lock@example.com", goodPassword, "198.51.100.78"); r.status != 429 || r.str("rule") != "login-per-device" {
-				t.Errorf("after 20 failures from 20 IPs, the owner from a fresh IP: %d %s", r.status, r.raw)
+			for i := range 3 {
+				if r := s.login(t, "lock@example.com", "wrong password entirely", fmt.Sprintf("100.%d.114.1", 80+i)); r.status != 401 {
+					t.Fatalf("a wrong password while the account is locked: %d %s, want 401", r.status, r.raw)
+				}
 			}
+			// (from the network the owner proved: only the lockout asks)
+			r := s.login(t, "lock@example.com", goodPassword, "203.0.113.78")
+			if r.status == 429 || r.str("status") != "challenge" {
+				t.Fatalf("after 20 failures from 20 IPs, the owner from a fresh IP: %d %s, want a step-up challenge", r.status, r.raw)
+			}
+			s.stepUp(t, r, "lock@example.com")
 		})
 	}
 }
@@ -421,13 +432,21 @@ func TestStrangersCannotBlockASignup(t *testing.T) {
 // the lockout (its backstop vetoed), and 25 of 25 logins after FLUSHALL.
 func TestUnblockThenTheOwnerLogsInAtOnce(t *testing.T) {
 	const admin = "ADMIN_TOKEN=s3cret-admin-token-for-tests"
+	// the default per-account lockout made a refusal (by default it
+	// challenges): what the processes keep must not outlive an unblock
+	const enforcing = behindProxy + `rules:
+  - {name: login-per-account-ip, action: login, key: [account, ip], count: failures, limit: 5, window: 15m,
+     resetOnSuccess: true, lockout: {initial: 1m, factor: 2, max: 1h}}
+  - {name: login-per-device, action: login, key: [device], count: failures, limit: 20, window: 1h,
+     lockout: {initial: 1m, factor: 2, max: 15m}}
+`
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			users := filepath.Join(t.TempDir(), "users.jsonl")
 			shared := []string{admin, "USERS_PATH=" + users, "GUARD_SECRET=" + testutil.RandomSecret(), "GUARD_SIGNING_KEY=" + testutil.RandomSecret()}
-			a := start(t, b.redisURL, behindProxy, shared...)
+			a := start(t, b.redisURL, enforcing, shared...)
 			a.register(t, "owner@example.com", goodPassword, "198.51.100.30")
-			c := start(t, b.redisURL, behindProxy, shared...) // reads the users file written through a
+			c := start(t, b.redisURL, enforcing, shared...) // reads the users file written through a
 			lock := func(s *server) {
 				t.Helper()
 				// (three per /16, seven /16s: neither the network ratio nor
