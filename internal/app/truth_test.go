@@ -26,6 +26,7 @@ type auth struct {
 	login      func(ctx context.Context) error
 	signup     error
 	attributes map[string]string
+	signups    int // accounts made
 }
 
 func (a *auth) Login(ctx context.Context, _ guard.Login) (guard.LoginResult, error) {
@@ -42,6 +43,9 @@ func (a *auth) SignUp(_ context.Context, s guard.SignUp) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.attributes = s.Attributes
+	if a.signup == nil {
+		a.signups++
+	}
 	return a.signup
 }
 

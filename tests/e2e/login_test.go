@@ -289,6 +289,11 @@ func TestInternalRoutes(t *testing.T) {
 		if r.status != 200 || r.body["allowed"] != true || r.header.Get("RateLimit") == "" || r.header.Get("RateLimit-Policy") == "" {
 			t.Fatalf("decision %d: %d %v %s", i, r.status, r.header, r.raw)
 		}
+		// the rule closest to denying: never a challenge rule, whose
+		// remaining 0 would tell the client it is out for 30 days
+		if h := r.header.Get("RateLimit"); strings.Contains(h, "stepup") || strings.Contains(h, "ratio") || strings.Contains(h, "failed-networks") {
+			t.Fatalf("decision %d: RateLimit names a rule that never denies: %s", i, h)
+		}
 		if r := s.post(t, "/v1/outcomes", map[string]any{"action": "login", "subject": subject, "outcome": "failure"}, auth...); r.status != 204 {
 			t.Fatalf("outcome: %d %s", r.status, r.raw)
 		}
