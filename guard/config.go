@@ -187,7 +187,10 @@ type Rule struct {
 	// Algorithm is one of [Algorithms]. Default fixed_window.
 	Algorithm Algorithm `yaml:"algorithm"`
 	// Count is "requests" (default), "failures" (an admitted attempt
-	// counts as a failure until it succeeds) or, for the distinct
+	// counts as a failure until it succeeds), "held" (an attempt counts
+	// while it waits for a proof it has not given, a right password held
+	// for a step-up code: taken at admission, given back when it fails,
+	// and every count cleared when one succeeds) or, for the distinct
 	// algorithm, "successes" (a value counts once an attempt with it
 	// succeeds: taken at admission, given back when the attempt fails).
 	Count string `yaml:"count"`
@@ -356,6 +359,7 @@ const (
 	CountRequests  = "requests"
 	CountFailures  = "failures"
 	CountSuccesses = "successes"
+	CountHeld      = "held"
 )
 
 // Bounds on rules, checked by [Config.Validate].
@@ -751,8 +755,12 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 		if r.Algorithm != Distinct {
 			bad(at+".count", "successes are counted by the distinct algorithm only (the values of attempts that succeeded)")
 		}
+	case CountHeld:
+		if r.Algorithm == Distinct || r.Algorithm == Concurrency || r.Algorithm == Ratio {
+			bad(at+".count", "held attempts are counted by fixed_window, sliding_window, token_bucket or sliding_log")
+		}
 	default:
-		bad(at+".count", "must be %q, %q or %q, got %q", CountRequests, CountFailures, CountSuccesses, r.Count)
+		bad(at+".count", "must be %q, %q, %q or %q, got %q", CountRequests, CountFailures, CountHeld, CountSuccesses, r.Count)
 	}
 	switch {
 	case r.Remember != 0 && r.Algorithm != Distinct:

@@ -19,8 +19,8 @@ import (
 // A receipt names each rule by name with the subject's tag, the store
 // time of the take, its units, the set member it took (or "") and what a
 // success does with it: "f" a failure to give back, "k" a take to commit
-// (what a challenge held back, or a count: successes value): keyed hashes
-// and numbers, no identifier. Entries are separated by spaces, fields by
+// (what a challenge held back, or a count: successes value), "h" a held
+// count to clear: keyed hashes and numbers, no identifier. Entries are separated by spaces, fields by
 // commas; an entry of four fields is an "f" without a member (as receipts
 // were written before).
 
@@ -47,6 +47,8 @@ func (g *Guard) Receipt(d Decision) string {
 		case r.Count == CountFailures && res.taken > 0:
 			kind = "f"
 		case r.Count == CountFailures:
+		case r.Count == CountHeld:
+			kind = "h" // the proof clears the count, taken or held back
 		case res.Challenged:
 			kind = "k"
 		case r.Count == CountSuccesses && res.member != "":
@@ -98,7 +100,7 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		if len(f) == 4 {
 			f = append(f, "", "f")
 		}
-		if len(f) != 6 || (f[5] != "f" && f[5] != "k") || len(f[4]) > 64 {
+		if len(f) != 6 || (f[5] != "f" && f[5] != "k" && f[5] != "h") || len(f[4]) > 64 {
 			return fmt.Errorf("%w: malformed receipt", ErrInvalidInput)
 		}
 		at, err1 := strconv.ParseInt(f[2], 10, 64)
@@ -112,6 +114,12 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		}
 		k := kind
 		switch {
+		case f[5] == "h" && r.Count != CountHeld:
+			continue
+		case f[5] == "h" && outcome == Success:
+			k = Unblock // the proof: what waited for it is over
+		case f[5] == "h":
+			continue // a void attempt's held count is the decision's to give back (Settle)
 		case f[5] == "k" && (outcome != Success || r.Count == CountFailures):
 			continue // held back: a success commits it, nothing else does
 		case f[5] == "k":

@@ -105,6 +105,18 @@ func settleKind(r *rule, res Result, known bool, outcome Outcome) OpKind {
 		// whether a challenge held it back is unknown: committing a value
 		// is the same whether or not the set has it
 		return Commit
+	case r.Count == CountHeld:
+		switch {
+		case outcome == Held:
+			return "" // it waits for its proof: counted
+		case outcome == Success:
+			return Unblock // the account proved itself: what waited is over
+		case known && res.Challenged:
+			return "" // a challenge held its take back
+		case res.taken > 0:
+			return Cancel // a wrong password, a void attempt: nothing held
+		}
+		return ""
 	case r.Count == CountSuccesses:
 		// a value counts once its attempt succeeds; a value the set had
 		// already (taken 0) stays

@@ -26,7 +26,7 @@ func main() {
 	}
 }
 
-// previousDefaults are the default rules before SPEC section 10.
+// previousDefaults are the previous release's default rules.
 //
 //go:embed previous-defaults.yaml
 var previousDefaults []byte

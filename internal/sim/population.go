@@ -16,7 +16,12 @@ import (
 type person struct {
 	email, account, phone, pass, ip string
 	// device is the device token this user's browser holds ("" none).
-	device                string
+	device string
+	// noToken: the user's client keeps no device token (an app, a
+	// browser without cookies); quiet: a household's or small office's
+	// user, on a /16 of its own.
+	noToken, quiet        bool
+	attacked              bool // a leaked pair's or a lockout-DoS's victim
 	active                bool // made at least one request
 	refused, refusedFirst bool
 }
@@ -113,9 +118,12 @@ var policy = func() guard.PhonePolicy {
 }()
 
 // population makes n users and their day: logins (80% of them from a
-// device that holds a token from an earlier login, 5% with a typo first),
-// codes by email or SMS (some resent, some mistyped, some never entered),
-// and 2% new signups.
+// device that holds a token from an earlier login, 10% from clients that
+// keep none, 5% with a typo first, 2% of users travelling), codes by
+// email or SMS (some resent, some mistyped, some never entered), 2% new
+// signups, and households and small offices on quiet networks (n/200 of
+// them, 2 to 5 users each, who mistype more and keep device tokens
+// less).
 func (e *engine) population(n int) error {
 	for i := range n {
 		p := &person{email: fmt.Sprintf("user%d@example.net", i), pass: fmt.Sprintf("a long passphrase of user %d", i), ip: e.homeIP()}
@@ -123,20 +131,14 @@ func (e *engine) population(n int) error {
 		if i%200 == 7 {
 			p.pass = sprayPassword
 		}
-		a, err := guard.ParseAccount(p.email)
-		if err != nil {
+		p.noToken = e.rng.Float64() < 0.1
+		if err := e.enroll(p, !p.noToken && e.rng.Float64() < 0.89); err != nil {
 			return err
 		}
-		p.account = a
-		e.accounts[a] = p.pass
-		if e.rng.Float64() < 0.8 {
-			tok, err := e.g.DeviceToken(p.account, "", Day0.Add(-time.Duration(1+e.rng.IntN(90))*24*time.Hour))
-			if err != nil {
-				return err
-			}
-			p.device = tok
+		if e.rng.Float64() < 0.02 {
+			// a traveller: one login of the day from a hotel's network
+			e.at(e.instant(Day0), func() { e.loginFrom(p, e.hotelIP(), false, 0, time.Time{}) })
 		}
-		e.people = append(e.people, p)
 		// Every user logged in within the last 30 days from their usual
 		// network (what rules on an account's networks remember).
 		e.history(p)
@@ -162,6 +164,9 @@ func (e *engine) population(n int) error {
 			}
 		}
 	}
+	if err := e.households(n / 200); err != nil {
+		return err
+	}
 	e.verifiedBefore()
 	for i := range n / 50 {
 		p := &person{email: fmt.Sprintf("new%d@example.org", i), pass: fmt.Sprintf("a brand new passphrase %d", i), ip: e.homeIP()}
@@ -170,6 +175,84 @@ func (e *engine) population(n int) error {
 		e.at(e.instant(Day0), func() { e.signup(p, 0, time.Time{}) })
 	}
 	return nil
+}
+
+// enroll makes p an account (with a device token from an earlier login
+// when token) that logged in from its network within 30 days, and adds
+// it to the population.
+func (e *engine) enroll(p *person, token bool) error {
+	a, err := guard.ParseAccount(p.email)
+	if err != nil {
+		return err
+	}
+	p.account = a
+	e.accounts[a] = p.pass
+	if token {
+		tok, err := e.g.DeviceToken(p.account, "", Day0.Add(-time.Duration(1+e.rng.IntN(90))*24*time.Hour))
+		if err != nil {
+			return err
+		}
+		p.device = tok
+	}
+	e.people = append(e.people, p)
+	return nil
+}
+
+// households are k homes and small offices, each on a /16 no one else
+// uses (a small ISP's, a business line's): 2 to 5 users behind one
+// address, half of them on clients that keep no device token, who log in
+// once or twice a day, mistype their password up to three times at 30%
+// of their logins and four times before they find a forgotten one at 15%
+// (the pattern a network's failure ratio sees; a fifth would meet their
+// own account's lockout on that address); and, in a fifth of them, a bad
+// morning.
+func (e *engine) households(k int) error {
+	for h := range k {
+		ip := fmt.Sprintf("%d.%d.%d.%d", 100+h/256%20, h%256, 1+e.rng.IntN(250), 1+e.rng.IntN(254))
+		// a bad morning in a fifth of them: the first three each mistype
+		// four times between 7:00 and 8:00 before they log in (four
+		// failures of five each: what a network's ratio denies)
+		bad := e.rng.Float64() < 0.2
+		for u := range 2 + e.rng.IntN(4) {
+			p := &person{email: fmt.Sprintf("home%d-%d@example.net", h, u), pass: fmt.Sprintf("a household passphrase %d %d", h, u), ip: ip, quiet: true}
+			p.noToken = e.rng.Float64() < 0.5
+			if err := e.enroll(p, !p.noToken && e.rng.Float64() < 0.5); err != nil {
+				return err
+			}
+			e.history(p)
+			if bad && u < 3 {
+				e.at(Day0.Add(7*time.Hour+time.Duration(e.rng.Int64N(int64(time.Hour)))), func() { e.mistype(p, 4) })
+			}
+			for _, day := range []time.Time{Day0.Add(-24 * time.Hour), Day0} {
+				for range 1 + e.rng.IntN(2) {
+					typos := 0
+					switch x := e.rng.Float64(); {
+					case x < 0.15:
+						typos = 4 // a forgotten password, found again
+					case x < 0.45:
+						typos = 1 + e.rng.IntN(3)
+					}
+					e.at(e.instant(day), func() { e.mistype(p, typos) })
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// mistype is a login with typos wrong passwords first, 8 seconds apart.
+func (e *engine) mistype(p *person, typos int) {
+	if typos == 0 {
+		e.loginFrom(p, p.ip, false, 0, time.Time{})
+		return
+	}
+	e.loginFrom(p, p.ip, true, 0, time.Time{})
+	e.at(e.now.Add(8*time.Second), func() { e.mistype(p, typos-1) })
+}
+
+// hotelIP is a network a traveller logs in from: one no user calls home.
+func (e *engine) hotelIP() string {
+	return fmt.Sprintf("%d.%d.%d.%d", 90+e.rng.IntN(10), e.rng.IntN(256), e.rng.IntN(256), 1+e.rng.IntN(254))
 }
 
 // refused notes a refusal of a user's request (first: the user's first
@@ -218,9 +301,10 @@ func (e *engine) touch(p *person) bool {
 	return first
 }
 
-// keep stores the device token an answer carries.
+// keep stores the device token an answer carries, where the user's
+// client keeps one.
 func (p *person) keep(r reply) {
-	if t := r.str("deviceToken"); t != "" {
+	if t := r.str("deviceToken"); t != "" && !p.noToken {
 		p.device = t
 	}
 }
@@ -276,14 +360,19 @@ func (e *engine) roamingIP() string {
 }
 
 func (e *engine) login(p *person, typo bool, tries int, began time.Time) bool {
+	ip := p.ip
+	if e.rng.Float64() < 0.05 {
+		ip = e.roamingIP()
+	}
+	return e.loginFrom(p, ip, typo, tries, began)
+}
+
+// loginFrom is a login of p's from ip (with a typo first when typo).
+func (e *engine) loginFrom(p *person, ip string, typo bool, tries int, began time.Time) bool {
 	first := e.touch(p)
 	pass := p.pass
 	if typo {
 		pass = p.pass + "x"
-	}
-	ip := p.ip
-	if e.rng.Float64() < 0.05 {
-		ip = e.roamingIP()
 	}
 	r := e.post("/v1/login", ip, p.device, map[string]string{"username": p.email, "password": pass})
 	if !e.warm() {
@@ -291,15 +380,20 @@ func (e *engine) login(p *person, typo bool, tries int, began time.Time) bool {
 	}
 	switch {
 	case r.guarded():
-		e.refused(p, first, r, tries, began, func(b time.Time) { e.login(p, typo, tries+1, b) })
+		e.refused(p, first, r, tries, began, func(b time.Time) { e.loginFrom(p, ip, typo, tries+1, b) })
 		return false
+	case typo && !p.quiet:
+		e.at(e.now.Add(8*time.Second), func() { e.loginFrom(p, ip, false, tries, began) })
 	case typo:
-		e.at(e.now.Add(8*time.Second), func() { e.login(p, false, tries, began) })
+		// (a household's typos: mistype goes on)
 	case r.status == 200 && r.str("status") == "challenge":
 		// a step-up code went to the user's mailbox: most enter it
 		counted := !e.warm()
 		if counted {
 			e.res.Challenged++
+			if p.attacked {
+				e.res.ChallengedAttacked++
+			}
 		}
 		session := r.str("session")
 		if e.rng.Float64() < 0.05 {

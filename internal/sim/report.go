@@ -30,19 +30,20 @@ func Table(results []*Result) string {
 		fmt.Fprintln(tw)
 	}
 	units := map[string]string{Pumping: "SMS delivered", PumpingCognito: "SMS delivered", Bombing: "victim emails", BruteForce: "codes guessed",
-		StuffFast: "accounts taken", StuffSlow: "accounts taken", StuffAdapt: "accounts taken", StuffResi: "accounts taken",
 		Spraying: "accounts taken"}
 	for _, a := range Attacks {
 		if a == LockoutDoS {
-			row("lockout-DoS: victims (device token) in at first try", func(r *Result) string {
-				if r.Victims == 0 {
-					return "-"
-				}
-				return fmt.Sprintf("%d of %d (%.0f%%)", r.VictimsFirstTry, r.Victims, 100*float64(r.VictimsFirstTry)/float64(r.Victims))
+			row("lockout-DoS: victims with a device token in at first try", func(r *Result) string { return pct(r.VictimsFirstTry, r.Victims) })
+			row("  victims without one, on a new network, in at once or by step-up", func(r *Result) string {
+				return pct(r.VictimsNoTokenIn, r.VictimsNoToken)
 			})
 			continue
 		}
-		row(fmt.Sprintf("%s: %s", a, units[a]), func(r *Result) string {
+		unit := units[a]
+		if unit == "" {
+			unit = "accounts taken" // the stuffing attacks
+		}
+		row(fmt.Sprintf("%s: %s", a, unit), func(r *Result) string {
 			s := r.Attacks[a]
 			of := s.Targets
 			if of == 0 {
@@ -50,33 +51,47 @@ func Table(results []*Result) string {
 			}
 			return fmt.Sprintf("%d of %d (%.2f%%)", s.Succeeded, of, 100*s.Rate())
 		})
-		if a == StuffResi {
-			row("  right passwords it could not use (step-up)", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Challenged) })
-		}
-		if a == BruteForce {
+		switch a {
+		case BruteForce:
 			row("  guesses checked", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Admitted-144) })
-		}
-		if a == Pumping || a == PumpingCognito {
+		case Pumping, PumpingCognito:
 			row("  SMS cost", func(r *Result) string { return fmt.Sprintf("$%.2f", r.Attacks[a].Cost) })
+		default:
+			if unit == "accounts taken" {
+				row("  right passwords it could not use (step-up)", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Challenged) })
+				row("  its cost per account taken", func(r *Result) string { return perTaken(r.Attacks[a]) })
+			}
 		}
 	}
-	row("attackers' CAPTCHAs to buy ($2 per 1000)", func(r *Result) string {
+	row("attackers' CAPTCHAs bought ($2 per 1000)", func(r *Result) string {
 		n := 0
 		for _, a := range r.Attacks {
 			n += a.Captchas
 		}
-		return fmt.Sprintf("%d ($%.2f)", n, float64(n)*0.002)
+		return fmt.Sprintf("%d ($%.2f)", n, float64(n)*captchaPrice)
 	})
 	row("legitimate users", func(r *Result) string { return fmt.Sprintf("%d", r.Users) })
 	row("  logins challenged (step-up)", func(r *Result) string { return pct(r.Challenged, r.Logins) + " of logins" })
+	row("    of accounts under attack", func(r *Result) string { return fmt.Sprintf("%d", r.ChallengedAttacked) })
 	row("  challenges answered, abandoned", func(r *Result) string { return fmt.Sprintf("%d, %d", r.Passed, r.Abandoned) })
 	row("  refused at their first try", func(r *Result) string { return pct(r.RefusedFirst, r.Users) })
+	row("  of quiet networks (households, small offices), refused", func(r *Result) string { return pct(r.QuietRefused, r.QuietUsers) })
 	row("  refused at least once", func(r *Result) string { return pct(r.RefusedOnce, r.Users) })
 	row("  tasks given up", func(r *Result) string { return fmt.Sprintf("%d", r.GaveUp) })
 	row("  median extra wait", func(r *Result) string { return r.MedianWait().Round(time.Second).String() })
 	row("requests", func(r *Result) string { return fmt.Sprintf("%d", r.Requests) })
 	_ = tw.Flush()
 	return b.String()
+}
+
+// perTaken is what an attack spent per account it took: requests,
+// networks and CAPTCHA dollars; all of it when it took none.
+func perTaken(s *AttackStats) string {
+	if s.Succeeded == 0 {
+		return fmt.Sprintf("none taken for %d requests, %d networks, $%.2f", s.Attempts, s.Networks, float64(s.Captchas)*captchaPrice)
+	}
+	n := float64(s.Succeeded)
+	return fmt.Sprintf("%.0f requests, %.1f networks, $%.2f", float64(s.Attempts)/n, float64(s.Networks)/n, float64(s.Captchas)*captchaPrice/n)
 }
 
 func pct(n, of int) string {

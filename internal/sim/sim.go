@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -55,24 +56,63 @@ const (
 	StuffSlow      = "stuffing (slow)"
 	StuffAdapt     = "stuffing (adaptive)"
 	StuffResi      = "stuffing (residential proxies)"
-	Spraying       = "password spraying"
-	LockoutDoS     = "lockout-DoS"
+	// StuffRetry asks again for every pair a step-up challenged, from
+	// the same network; StuffRotate, from the residential networks where
+	// real users live, one after another, within every rule's budget.
+	StuffRetry  = "stuffing (retrying challenged pairs)"
+	StuffRotate = "stuffing (rotating networks)"
+	Spraying    = "password spraying"
+	LockoutDoS  = "lockout-DoS"
 )
 
 // Attacks lists them in report order.
-var Attacks = []string{Pumping, PumpingCognito, Bombing, BruteForce, StuffFast, StuffSlow, StuffAdapt, StuffResi, Spraying, LockoutDoS}
+var Attacks = []string{Pumping, PumpingCognito, Bombing, BruteForce, StuffFast, StuffSlow, StuffAdapt, StuffResi, StuffRetry, StuffRotate, Spraying, LockoutDoS}
 
-// AttackStats is what one attack achieved.
+// captchaPrice is what an attacker pays a solving service per CAPTCHA
+// (the market's $1-3 a thousand).
+const captchaPrice = 0.002
+
+// AttackStats is what one attack achieved, and what it cost the attacker.
 type AttackStats struct {
-	Attempts int // requests sent
+	Attempts int // the attack's requests (its own accounts' logins included)
 	Admitted int // requests that got past the guard (answered other than 429/503)
 	// Challenged: right passwords the attacker could not use (a step-up
-	// code went to the account's owner). Captchas: CAPTCHAs it was asked
-	// to solve (and would buy from a solving service).
+	// code went to the account's owner). Captchas: CAPTCHAs it bought
+	// from a solving service (captchaPrice each) to answer a challenge.
 	Challenged, Captchas int
 	Succeeded            int     // SMS delivered, victim emails, codes guessed, accounts taken over
 	Targets              int     // accounts, pairs or numbers the success counts against
 	Cost                 float64 // USD of pumped SMS
+	// Networks is how many IPv4 /16s (IPv6 /32s) the attack sent from.
+	Networks int
+	nets     map[string]bool
+}
+
+// from notes a request the attack sent from ip.
+func (a *AttackStats) from(ip string) {
+	if a.nets == nil {
+		a.nets = map[string]bool{}
+	}
+	if n := netOf(ip); !a.nets[n] {
+		a.nets[n] = true
+		a.Networks++
+	}
+}
+
+// netOf is ip's /16 (IPv4) or /32 (IPv6), as text.
+func netOf(ip string) string {
+	if i := strings.IndexByte(ip, ':'); i >= 0 {
+		if j := strings.IndexByte(ip[i+1:], ':'); j >= 0 {
+			return ip[:i+1+j]
+		}
+		return ip
+	}
+	if i := strings.IndexByte(ip, '.'); i >= 0 {
+		if j := strings.IndexByte(ip[i+1:], '.'); j >= 0 {
+			return ip[:i+1+j]
+		}
+	}
+	return ip
 }
 
 // Rate is Succeeded / Targets (or Attempts when the attack has no targets).
@@ -96,14 +136,24 @@ type Result struct {
 	// a refusal (until success, or an hour when they gave up).
 	Users, RefusedOnce, RefusedFirst, GaveUp int
 	Waits                                    []time.Duration
-	// Victims of the lockout-DoS (all with a device token): how many
-	// logged in at their first try.
+	// Victims of the lockout-DoS with a device token: how many logged
+	// in at their first try. Victims without one, logging in from a
+	// network their account never used: how many got in, at once or by
+	// a step-up code.
 	Victims, VictimsFirstTry int
+	VictimsNoToken, VictimsNoTokenIn int
+	// QuietUsers: users of households and small offices, each on a /16
+	// of its own (quiet networks), who made a request; QuietRefused:
+	// those refused at least once.
+	QuietUsers, QuietRefused int
 	// Logins: legitimate login requests (first tries and retries);
 	// Challenged: those answered with a step-up challenge; Passed: the
 	// challenges answered with the code; Abandoned: challenges the user
 	// did not answer.
 	Logins, Challenged, Passed, Abandoned int
+	// ChallengedAttacked: the challenged logins of accounts under attack
+	// (a leaked pair's, a lockout-DoS's victim).
+	ChallengedAttacked int
 	// RefusedBy counts the legitimate requests each rule refused.
 	RefusedBy map[string]int
 	// Hourly: attack requests admitted and legitimate requests refused.
@@ -140,7 +190,7 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	}
 	began := time.Now()
 	e := &engine{nets: newNetworks(), rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: Day0.Add(-24 * time.Hour), codes: map[string]string{}, accounts: map[string]string{},
-		pending: map[string]*pendingCode{}, blobs: map[string]blob{}, res: &Result{Config: name, Attacks: map[string]*AttackStats{}, RefusedBy: map[string]int{}}}
+		pending: map[string]*pendingCode{}, blobs: map[string]blob{}, solved: map[string]bool{}, takenOver: map[string]bool{}, res: &Result{Config: name, Attacks: map[string]*AttackStats{}, RefusedBy: map[string]int{}}}
 	for _, a := range Attacks {
 		e.res.Attacks[a] = &AttackStats{}
 	}
@@ -164,6 +214,7 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	srv, err := api.NewServer(api.Deps{
 		Config: cfg, Guard: g, Codes: codes, Tokens: signer, Sender: e, Auth: e,
 		Health: func(context.Context) error { return nil }, Log: slog.New(slog.DiscardHandler), Blobs: memBlobs{e},
+		Captcha: solvingMarket{e},
 	})
 	if err != nil {
 		return nil, err
@@ -197,6 +248,12 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 		}
 		if u.refusedFirst {
 			e.res.RefusedFirst++
+		}
+		if u.quiet {
+			e.res.QuietUsers++
+			if u.refused {
+				e.res.QuietRefused++
+			}
 		}
 	}
 	e.res.Took = time.Since(began)
@@ -246,6 +303,9 @@ type engine struct {
 	blobs     map[string]blob         // held logins
 	codes     map[string]string       // the last code delivered per address
 	sent      []sent                  // messages delivered by the request in progress
+	solved    map[string]bool         // CAPTCHA tokens spent
+	takenOver map[string]bool         // accounts an attacker took over
+	captchas  int                     // tokens bought
 }
 
 type sent struct {
@@ -351,6 +411,22 @@ func (m memBlobs) Once(_ context.Context, key string, ttl time.Duration) (bool, 
 	m.e.blobs[key] = blob{nil, m.e.now.Add(ttl)}
 	return true, nil
 }
+
+// solvingMarket is the CAPTCHA provider as the attackers meet it: every
+// CAPTCHA is solved, by a solving service they pay (captchaPrice), and
+// its token is good once. (Where no rule challenges, nobody pays.)
+type solvingMarket struct{ e *engine }
+
+func (m solvingMarket) Verify(_ context.Context, token string, _ netip.Addr) error {
+	if !strings.HasPrefix(token, "solved-") || m.e.solved[token] {
+		return api.ErrCaptchaRejected
+	}
+	m.e.solved[token] = true
+	return nil
+}
+
+func (solvingMarket) SiteKey() string  { return "simulated" }
+func (solvingMarket) Provider() string { return "turnstile" }
 
 // noBackstop: the simulated store never fails.
 type noBackstop struct{}
