@@ -173,3 +173,74 @@ func networksProved(t *testing.T, g *guard.Guard) {
 		}
 	}
 }
+
+// A right password held for its proof (count: held): until it is proven,
+// every login of the account is challenged, from wherever it comes (the
+// attacker who holds the password cannot try network after network); a
+// wrong password counts nothing; the proof clears it.
+func TestAHeldLoginChallengesTheAccountUntilProven(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		heldUntilProven(t, newGuard(t, newStore(rdb), heldRules))
+	})
+}
+
+const heldRules = `
+  - {name: stepup, action: login, key: [account], algorithm: distinct, of: ip/16, count: successes, limit: 1,
+     remember: 3, window: 720h, mode: challenge, fallback: allow}
+  - {name: held, action: login, key: [account], count: held, limit: 1, window: 24h, mode: challenge, fallback: allow}
+`
+
+func heldUntilProven(t *testing.T, g *guard.Guard) {
+	t.Helper()
+	ctx := context.Background()
+	home, a, b := loginAt("owner", "198.18.0.1"), loginAt("owner", "203.0.113.1"), loginAt("owner", "100.64.0.1")
+	settle := func(r guard.Request, d guard.Decision, o guard.Outcome) {
+		t.Helper()
+		if _, err := g.Settle(ctx, r, d, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	challengedBy := func(d guard.Decision) string {
+		var by []string
+		for _, r := range d.Rules {
+			if r.Challenged {
+				by = append(by, r.Rule)
+			}
+		}
+		return strings.Join(by, ",")
+	}
+	d := allow(t, g, home)
+	settle(home, d, guard.Success)
+	// the owner's typos at home count nothing
+	for range 3 {
+		d = allow(t, g, home)
+		settle(home, d, guard.Failure)
+	}
+	if d = allow(t, g, home); d.Challenged {
+		t.Fatalf("home after three typos: challenged by %s", challengedBy(d))
+	}
+	settle(home, d, guard.Success)
+	// the right password from a network the owner never proved: held
+	d = allow(t, g, a)
+	if challengedBy(d) != "stepup" {
+		t.Fatalf("network a: challenged by %q, want stepup", challengedBy(d))
+	}
+	settle(a, d, guard.Held)
+	receipt := g.Receipt(d)
+	// now every login of the account is challenged, home included
+	for _, r := range []guard.Request{b, home, a} {
+		if d := allow(t, g, r); challengedBy(d) != "held" && challengedBy(d) != "stepup,held" {
+			t.Fatalf("%v while a login waits for its proof: challenged by %q", r.Subject.IP, challengedBy(d))
+		}
+	}
+	if err := g.SettleReceipt(ctx, receipt, guard.Success); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []guard.Request{home, a} {
+		d := allow(t, g, r)
+		if d.Challenged {
+			t.Fatalf("%v after the proof: challenged by %s", r.Subject.IP, challengedBy(d))
+		}
+		settle(r, d, guard.Success)
+	}
+}

@@ -97,6 +97,9 @@ var properties = []struct {
 			t.Fatalf("a proven then void attempt changed the state: %+v, was %+v", after, st)
 		}
 	}},
+	{"a held login challenges the account until it is proven", func(t *testing.T, e env) {
+		heldUntilProven(t, e.guard(t, heldRules))
+	}},
 	{"a distinct value already seen costs nothing", func(t *testing.T, e env) {
 		g := e.guard(t, "  - {name: d, action: a, key: [ip], of: account, algorithm: distinct, limit: 2, window: 1h}\n")
 		allow(t, g, req("a", "x"))

@@ -163,6 +163,10 @@ func (s *Store) doDevice(ctx context.Context, ops []guard.Op, d int) ([]guard.Op
 
 // do is Do without device conditions across slots.
 func (s *Store) do(ctx context.Context, ops []guard.Op, res []guard.OpResult) error {
+	budget := 50 * time.Millisecond // what a refund after a denial may take: the call's own budget
+	if dl, ok := ctx.Deadline(); ok {
+		budget = max(budget, time.Until(dl))
+	}
 	groups := s.group(ops)
 	if len(groups) == 1 {
 		_, err := s.apply(ctx, groups, res)
@@ -194,7 +198,12 @@ func (s *Store) do(ctx context.Context, ops []guard.Op, res []guard.OpResult) er
 		return err
 	}
 	if !restOK {
-		s.refund(ctx, ops, res)
+		// the first phase's takes go back whether or not the caller still
+		// waits (a hang-up, a deadline spent by the phases): left, they
+		// would count until their window ends
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+		defer cancel()
+		s.refund(rctx, ops, res)
 	}
 	return nil
 }

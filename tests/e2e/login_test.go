@@ -335,7 +335,7 @@ func TestInternalRoutes(t *testing.T) {
 func TestLockoutsPerAccountIPAndPerAccount(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
-			s := start(t, b.redisURL, behindProxy)
+			s := start(t, b.redisURL, behindProxy+"store: {timeout: 2s}\n")
 			s.register(t, "lock@example.com", goodPassword, "198.51.100.1")
 			for i := range 5 {
 				if r := s.login(t, "lock@example.com", "wrong password entirely", "203.0.113.30"); r.status != 401 {
@@ -349,7 +349,7 @@ func TestLockoutsPerAccountIPAndPerAccount(t *testing.T) {
 			// has not logged in from, login-new-network-stepup would ask
 			// for a step-up code, and the attempt stay counted until then)
 			if r := s.login(t, "lock@example.com", goodPassword, "203.0.113.77"); r.status != 200 || r.str("status") != "authenticated" {
-				t.Fatalf("the owner from another IP: %d %s", r.status, r.raw)
+				t.Fatalf("the owner from another IP: %d %s\n%s", r.status, r.raw, s.logs.String())
 			}
 			// Twenty failures from twenty IPs (the 5 above count too, so
 			// 15 more, two per /16), then the account is locked for every
