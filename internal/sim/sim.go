@@ -20,8 +20,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/netip"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,7 +140,7 @@ type Result struct {
 	// in at their first try. Victims without one, logging in from a
 	// network their account never used: how many got in, at once or by
 	// a step-up code.
-	Victims, VictimsFirstTry int
+	Victims, VictimsFirstTry         int
 	VictimsNoToken, VictimsNoTokenIn int
 	// QuietUsers: users of households and small offices, each on a /16
 	// of its own (quiet networks), who made a request; QuietRefused:
