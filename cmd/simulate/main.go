@@ -3,7 +3,7 @@
 // configurations, side by side, and prints what each attack achieved and
 // what real users suffered; it writes a report with charts.
 //
-//	go run ./cmd/simulate [-config my.yaml] [-seed 1] [-users 100000] [-out dist/simulate]
+//	go run ./cmd/simulate [-config my.yaml] [-seed 1] [-users 100000] [-only default,...] [-out dist/simulate]
 package main
 
 import (
@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
@@ -37,6 +39,7 @@ func run() error {
 	usersN := flag.Int("users", 100_000, "legitimate users")
 	scale := flag.Float64("scale", 1, "attack volume multiplier")
 	out := flag.String("out", "dist/simulate", "where the report and charts go")
+	only := flag.String("only", "", "the columns to run, comma-separated (default: all)")
 	flag.Parse()
 
 	type named struct {
@@ -68,6 +71,13 @@ func run() error {
 			return err
 		}
 		configs = append(configs, named{filepath.Base(*config), c})
+	}
+	if *only != "" {
+		keep := strings.Split(*only, ",")
+		configs = slices.DeleteFunc(configs, func(c named) bool { return !slices.Contains(keep, c.name) })
+		if len(configs) == 0 {
+			return fmt.Errorf("-only %q names no column (default, default + ASN db, previous defaults, no guard, or -config's file name)", *only)
+		}
 	}
 	var results []*sim.Result
 	began := time.Now()

@@ -22,6 +22,7 @@ type person struct {
 	// user, on a /16 of its own.
 	noToken, quiet        bool
 	attacked              bool // a leaked pair's or a lockout-DoS's victim
+	typing                bool // in the middle of a login with typos
 	active                bool // made at least one request
 	refused, refusedFirst bool
 }
@@ -240,14 +241,25 @@ func (e *engine) households(k int) error {
 	return nil
 }
 
-// mistype is a login with typos wrong passwords first, 8 seconds apart.
+// mistype is a login with typos wrong passwords first, 8 seconds apart
+// (one at a time: a login the user is in the middle of is not begun
+// again).
 func (e *engine) mistype(p *person, typos int) {
+	if p.typing {
+		return
+	}
+	p.typing = true
+	e.typo(p, typos)
+}
+
+func (e *engine) typo(p *person, typos int) {
 	if typos == 0 {
+		p.typing = false
 		e.loginFrom(p, p.ip, false, 0, time.Time{})
 		return
 	}
 	e.loginFrom(p, p.ip, true, 0, time.Time{})
-	e.at(e.now.Add(8*time.Second), func() { e.mistype(p, typos-1) })
+	e.at(e.now.Add(8*time.Second), func() { e.typo(p, typos-1) })
 }
 
 // hotelIP is a network a traveller logs in from: one no user calls home.
