@@ -7,15 +7,27 @@ import (
 	"testing"
 )
 
-// manyRules is a valid document of n rules, each written as an operator
-// would (distinct names, keys and actions varied).
+// manyRules is a valid document of n rules (up to 6 × 4096), each
+// written as an operator would: keys and actions varied, and names whose
+// 12-bit state ids differ among the rules keyed alike.
 func manyRules(n int) string {
 	keys := []string{"[ip]", "[account]", "[destination]", "[account, ip]", "[prefix]", "[ip/24]"}
 	actions := []string{"login", "signup", "otp.send", "otp.verify"}
+	ids := make([]map[string]bool, len(keys))
+	for k := range ids {
+		ids[k] = map[string]bool{}
+	}
 	var b strings.Builder
 	b.WriteString("rules:\n")
-	for i := range n {
-		fmt.Fprintf(&b, "  - {name: rule-%05d, action: %s, key: %s, limit: %d, window: %dm}\n", i, actions[i%len(actions)], keys[i%len(keys)], 1+i%50, 1+i%60)
+	for i, suffix := 0, 0; i < n; i++ {
+		k := i % len(keys)
+		name := ""
+		for name == "" || ids[k][ruleID(name, FixedWindow)] {
+			name = fmt.Sprintf("rule-%05d", suffix)
+			suffix++
+		}
+		ids[k][ruleID(name, FixedWindow)] = true
+		fmt.Fprintf(&b, "  - {name: %s, action: %s, key: %s, limit: %d, window: %dm}\n", name, actions[i%len(actions)], keys[k], 1+i%50, 1+i%60)
 	}
 	return b.String()
 }
@@ -58,6 +70,8 @@ func TestConfigDocumentsAreBounded(t *testing.T) {
 		switch {
 		case c.bound == "" && errors.As(err, &le):
 			t.Errorf("%s: refused by a bound: %v", c.name, err)
+		case c.name == "at the rules bound" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
 		case c.bound != "" && (!errors.As(err, &le) || le.Bound != c.bound || le.Got != c.got):
 			t.Errorf("%s: %v, want a LimitError on %s with %d", c.name, err, c.bound, c.got)
 		case c.message != "" && err.Error() != "config: "+c.message:
