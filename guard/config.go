@@ -410,6 +410,8 @@ func DefaultConfig() Config {
 
 // ParseConfig reads a configuration document laid over the embedded
 // default, fills defaults and validates it. An empty doc gives the default.
+// A document over MaxConfigBytes, MaxRules or MaxConfigDepth is refused
+// with a *LimitError before anything is decoded from it.
 func ParseConfig(doc []byte) (Config, error) {
 	if len(doc) > MaxConfigBytes {
 		return Config{}, &LimitError{Bound: "MaxConfigBytes", Limit: MaxConfigBytes, Got: len(doc)}
