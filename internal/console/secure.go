@@ -100,7 +100,7 @@ func (u *UI) defend(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if r.URL.Path == "/" && r.URL.Query().Has("token") {
+		if r.Method == http.MethodGet && r.URL.Path == "/" && r.URL.Query().Has("token") {
 			u.login(w, r, port)
 			return
 		}
