@@ -102,9 +102,10 @@ chromium:
 		fi; \
 	fi
 
-## console: the operator console on http://127.0.0.1:8090 against make run (OTPGUARD_TOKEN=its ADMIN_TOKEN or VIEWER_TOKEN)
+## console: the operator console on http://127.0.0.1:8090 against make run (OTPGUARD_TOKEN=its ADMIN_TOKEN or VIEWER_TOKEN);
+## SERVER=url names another server, CONSOLE_FLAGS= passes more flags (-listen, -stack, ...)
 console:
-	$(GO) run ./cmd/otpguard console
+	$(GO) run ./cmd/otpguard console -server $(or $(SERVER),http://127.0.0.1:8080) $(CONSOLE_FLAGS)
 
 ## redis-server: install Debian's redis-server (and redis-cli) when missing
 redis-server:

@@ -371,6 +371,49 @@ const (
 	MaxRemember = 10000
 )
 
+// Bounds on a configuration document, checked by [ParseConfig] before it
+// decodes or validates anything, wherever the document comes from (the
+// GUARD_CONFIG file, the SSM parameter, the console): a document over one
+// is refused at once with a [LimitError] naming it.
+const (
+	// MaxConfigBytes is a document's size: 256 KiB, 45 times the
+	// default document (2,000 rules written one a line take 160 KB).
+	// What it bounds is the parser's work: the densest YAML of this size
+	// (130,000 one-letter list items) is parsed and refused in about
+	// half a second on a busy 2-core machine.
+	MaxConfigBytes = 256 << 10
+	// MaxRules is the length of the rules list (aliases count as the
+	// rules they stand for): 80 times the default rules.
+	MaxRules = 2000
+	// MaxConfigDepth is how deep mappings and lists may nest; the
+	// deepest field of the document is at 5.
+	MaxConfigDepth = 20
+	// maxProblems is how many problems an invalid document reports; the
+	// rest are counted.
+	maxProblems = 100
+)
+
+// LimitError is a document over one of the bounds [ParseConfig] checks
+// before it decodes anything.
+type LimitError struct {
+	// Bound is the bound's name: MaxConfigBytes, MaxRules or
+	// MaxConfigDepth.
+	Bound string
+	// Limit is the bound's value; Got is the document's (bytes, rules,
+	// levels).
+	Limit, Got int
+}
+
+func (e *LimitError) Error() string {
+	switch e.Bound {
+	case "MaxConfigBytes":
+		return fmt.Sprintf("config: the document is %d bytes; at most %d (guard.%s)", e.Got, e.Limit, e.Bound)
+	case "MaxRules":
+		return fmt.Sprintf("config: rules: %d rules; at most %d (guard.%s)", e.Got, e.Limit, e.Bound)
+	}
+	return fmt.Sprintf("config: the document nests %d levels deep; at most %d (guard.%s)", e.Got, e.Limit, e.Bound)
+}
+
 // DefaultConfig returns the embedded default configuration.
 func DefaultConfig() Config {
 	c, err := ParseConfig(nil)
@@ -382,7 +425,12 @@ func DefaultConfig() Config {
 
 // ParseConfig reads a configuration document laid over the embedded
 // default, fills defaults and validates it. An empty doc gives the default.
+// A document over MaxConfigBytes, MaxRules or MaxConfigDepth is refused
+// with a *LimitError before anything is decoded from it.
 func ParseConfig(doc []byte) (Config, error) {
+	if len(doc) > MaxConfigBytes {
+		return Config{}, &LimitError{Bound: "MaxConfigBytes", Limit: MaxConfigBytes, Got: len(doc)}
+	}
 	var c Config
 	if _, err := decodeRules(defaultYAML, &c); err != nil {
 		return Config{}, fmt.Errorf("config: default: %w", err)
@@ -391,6 +439,9 @@ func ParseConfig(doc []byte) (Config, error) {
 	if len(bytes.TrimSpace(doc)) > 0 {
 		var err error
 		if ownRules, err = decodeRules(doc, &c); err != nil {
+			if _, ok := err.(*LimitError); ok {
+				return Config{}, err
+			}
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
 	}
@@ -413,7 +464,10 @@ func ParseConfig(doc []byte) (Config, error) {
 // It reports whether doc has a rules list (which replaces the rules
 // before it as a whole).
 func decodeRules(doc []byte, c *Config) (bool, error) {
-	doc, marks, replaced := percents(doc)
+	doc, marks, replaced, err := percents(doc)
+	if err != nil {
+		return false, err
+	}
 	if err := decodeStrict(doc, c); err != nil {
 		return false, err
 	}
@@ -428,11 +482,18 @@ func decodeRules(doc []byte, c *Config) (bool, error) {
 // percents rewrites the rule limits of doc written as percentages to
 // their numbers, and reports which rules had one and whether doc has a
 // rules list at all. A document it cannot read is returned as it is (the
-// strict decoding reports what is wrong with it).
-func percents(doc []byte) (out []byte, marks map[int]bool, hasRules bool) {
+// strict decoding reports what is wrong with it); one over MaxConfigDepth
+// or MaxRules is a LimitError.
+func percents(doc []byte) (out []byte, marks map[int]bool, hasRules bool, err error) {
 	var root yaml.Node
-	if err := yaml.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return doc, nil, false
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return doc, nil, false, nil
+	}
+	if d := nesting(&root, map[*yaml.Node]int{}); d > MaxConfigDepth {
+		return doc, nil, false, &LimitError{Bound: "MaxConfigDepth", Limit: MaxConfigDepth, Got: d}
+	}
+	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return doc, nil, false, nil
 	}
 	top := root.Content[0]
 	for i := 0; i+1 < len(top.Content); i += 2 {
@@ -441,8 +502,14 @@ func percents(doc []byte) (out []byte, marks map[int]bool, hasRules bool) {
 		}
 		hasRules = true
 		seq := top.Content[i+1]
+		if seq.Kind == yaml.AliasNode && seq.Alias != nil {
+			seq = seq.Alias
+		}
 		if seq.Kind != yaml.SequenceNode {
-			return doc, nil, true
+			return doc, nil, true, nil
+		}
+		if len(seq.Content) > MaxRules {
+			return doc, nil, true, &LimitError{Bound: "MaxRules", Limit: MaxRules, Got: len(seq.Content)}
 		}
 		for k, item := range seq.Content {
 			if item.Kind != yaml.MappingNode {
@@ -462,19 +529,49 @@ func percents(doc []byte) (out []byte, marks map[int]bool, hasRules bool) {
 		}
 	}
 	if marks == nil {
-		return doc, nil, hasRules
+		return doc, nil, hasRules, nil
 	}
-	b, err := yaml.Marshal(&root)
-	if err != nil {
-		return doc, nil, hasRules
+	b, merr := yaml.Marshal(&root)
+	if merr != nil {
+		return doc, nil, hasRules, nil
 	}
-	return b, marks, hasRules
+	return b, marks, hasRules, nil
+}
+
+// nesting is how deep mappings and lists nest in n (an alias as deep as
+// what it stands for); seen remembers each node's, so that aliases cost
+// nothing more.
+func nesting(n *yaml.Node, seen map[*yaml.Node]int) int {
+	if d, ok := seen[n]; ok {
+		return d
+	}
+	seen[n] = MaxConfigDepth + 1 // a node inside itself (the parser refuses those) is too deep
+	d := 0
+	switch n.Kind {
+	case yaml.AliasNode:
+		if n.Alias != nil {
+			d = nesting(n.Alias, seen)
+		}
+	case yaml.DocumentNode, yaml.MappingNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			d = max(d, nesting(c, seen))
+		}
+		if n.Kind != yaml.DocumentNode {
+			d++
+		}
+	}
+	seen[n] = d
+	return d
 }
 
 func decodeStrict(doc []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(doc))
 	dec.KnownFields(true)
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > maxProblems {
+			te.Errors = append(te.Errors[:maxProblems], fmt.Sprintf("and %d more", len(te.Errors)-maxProblems))
+		}
 		return err
 	}
 	var extra yaml.Node
@@ -547,8 +644,11 @@ var (
 // named by its path (for example `rules[2].limit`).
 func (c *Config) Validate() error {
 	var errs []error
+	problems := 0
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+		if problems++; problems <= maxProblems {
+			errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+		}
 	}
 	if c.OTP.Length < 6 || c.OTP.Length > 10 {
 		bad("otp.length", "must be 6 to 10 digits, got %d", c.OTP.Length)
@@ -562,12 +662,14 @@ func (c *Config) Validate() error {
 	if len(c.OTP.Purposes) == 0 {
 		bad("otp.purposes", "must list at least one purpose")
 	}
+	purposes := make(map[string]bool, len(c.OTP.Purposes))
 	for i, p := range c.OTP.Purposes {
 		if !actionPattern.MatchString(p) {
 			bad(fmt.Sprintf("otp.purposes[%d]", i), "%q must be lower-case letters, digits, '.', '_' or '-'", p)
-		} else if slices.Index(c.OTP.Purposes, p) != i {
+		} else if purposes[p] {
 			bad(fmt.Sprintf("otp.purposes[%d]", i), "%q is listed twice", p)
 		}
+		purposes[p] = true
 	}
 	regions := phonenumbers.GetSupportedRegions()
 	if _, ok := regions[c.OTP.SMS.DefaultRegion]; !ok {
@@ -636,6 +738,10 @@ func (c *Config) Validate() error {
 			bad("challenge.captcha.timeout", "must be more than 0 and at most 10s, got %s", cp.Timeout)
 		}
 	}
+	// Names and state ids are indexed, not compared pairwise, so that
+	// validation stays linear in the rules.
+	byName := make(map[string]int, len(c.Rules))
+	byState := make(map[string]int, len(c.Rules))
 	for i := range c.Rules {
 		if r := &c.Rules[i]; r.Mode == ModeChallenge && r.Action != "login" && c.Challenge.Captcha == nil {
 			bad(fmt.Sprintf("rules[%d] (%s).mode", i, r.Name), "a %s rule in mode challenge asks for a CAPTCHA: configure challenge.captcha (logins are challenged with a step-up code)", r.Action)
@@ -644,14 +750,21 @@ func (c *Config) Validate() error {
 		if r := &c.Rules[i]; c.Network.ASNDatabase == "" && (slices.Contains(r.Key, "asn") || r.Of == "asn") {
 			bad(fmt.Sprintf("rules[%d] (%s).key", i, r.Name), "the asn dimension needs an ASN database: set network.asnDatabase to the path of a MaxMind-format file (GeoLite2-ASN or DB-IP ASN Lite)")
 		}
-		for j := range i {
-			a, b := &c.Rules[j], &c.Rules[i]
-			if a.Name == b.Name {
-				bad(fmt.Sprintf("rules[%d].name", i), "%q is already the name of rules[%d]", b.Name, j)
-			} else if dimsKey(a.Key) == dimsKey(b.Key) && ruleID(a.Name, a.Algorithm) == ruleID(b.Name, b.Algorithm) {
-				bad(fmt.Sprintf("rules[%d].name", i), "%q and rules[%d] (%s) are keyed alike and their names hash to one state id; rename one of them", b.Name, j, a.Name)
-			}
+		b := &c.Rules[i]
+		if j, ok := byName[b.Name]; ok {
+			bad(fmt.Sprintf("rules[%d].name", i), "%q is already the name of rules[%d]", b.Name, j)
+			continue
 		}
+		byName[b.Name] = i
+		state := dimsKey(b.Key) + "\x01" + ruleID(b.Name, b.Algorithm)
+		if j, ok := byState[state]; ok {
+			bad(fmt.Sprintf("rules[%d].name", i), "%q and rules[%d] (%s) are keyed alike and their names hash to one state id; rename one of them", b.Name, j, c.Rules[j].Name)
+		} else {
+			byState[state] = i
+		}
+	}
+	if problems > maxProblems {
+		errs = append(errs, fmt.Errorf("config: and %d more problems", problems-maxProblems))
 	}
 	return errors.Join(errs...)
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -58,10 +57,13 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	ui := &console.UI{Backend: backend}
-	srv := &http.Server{Handler: ui.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(stdout, "otpguard console on http://%s\n", ln.Addr())
-	return serve(ctx, srv, ln)
+	// The secret of this start, printed once in the URL to open (as
+	// Jupyter does): the browser that opens it keeps it in a cookie.
+	ui := &console.UI{Backend: backend, Secret: console.NewSecret()}
+	srv := &http.Server{Handler: ui.Handler(), ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}
+	fmt.Fprintf(stdout, "otpguard console on http://%s/?token=%s\n", ln.Addr(), ui.Secret)
+	fmt.Fprintln(stdout, "open that URL in your browser: the token is this start's, and only the browser that opens it may use the console")
+	return serve(ctx, srv, problemListener{ln})
 }
 
 // statsObserver counts the decisions for the console's Rules page.
@@ -91,11 +93,15 @@ func watchConfig(ctx context.Context, file *console.ConfigFile, a *app.App, log 
 			return
 		case <-t.C:
 		}
-		b, err := os.ReadFile(file.Path)
-		if err != nil || string(b) == rejected {
-			continue
+		b, err := readConfig(file.Path)
+		var tooLong *guard.LimitError
+		if (err != nil && !errors.As(err, &tooLong)) || string(b) == rejected {
+			continue // unreadable (being replaced?): read again in a second
 		}
-		changed, err := file.Changed(string(b))
+		changed := false
+		if tooLong == nil {
+			changed, err = file.Changed(string(b))
+		}
 		id := console.DocID(string(b))
 		switch {
 		case err != nil:

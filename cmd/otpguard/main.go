@@ -226,7 +226,7 @@ func loadConfig(path string) (guard.Config, string, error) {
 	if path == "" {
 		return guard.DefaultConfig(), string(guard.DefaultYAML()), nil
 	}
-	doc, err := os.ReadFile(path)
+	doc, err := readConfig(path)
 	if err != nil {
 		return guard.Config{}, "", fmt.Errorf("GUARD_CONFIG: %w", err)
 	}
@@ -235,4 +235,25 @@ func loadConfig(path string) (guard.Config, string, error) {
 		return guard.Config{}, "", fmt.Errorf("GUARD_CONFIG %s: %w", path, err)
 	}
 	return cfg, string(doc), nil
+}
+
+// readConfig reads the GUARD_CONFIG file, never more than one byte over
+// guard.MaxConfigBytes, whatever the path names (a huge file, a device):
+// a longer one is a guard.LimitError naming the bound (with its first
+// bytes, by which the watcher knows it again).
+func readConfig(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, guard.MaxConfigBytes+1))
+	if err != nil || len(b) <= guard.MaxConfigBytes {
+		return b, err
+	}
+	size := len(b)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = int(fi.Size())
+	}
+	return b, &guard.LimitError{Bound: "MaxConfigBytes", Limit: guard.MaxConfigBytes, Got: size}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/internal/testutil"
 )
 
@@ -27,12 +28,13 @@ func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, func(k string) string { return env[k] }, &out, io.Discard) }()
 
+	// the server starts within a minute, even on a busy machine (with
+	// -race, 2 s did not always do)
 	var resp *http.Response
-	for range 100 {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if resp, err = http.Get("http://" + addr + "/healthz"); err == nil {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -59,5 +61,22 @@ func TestRunRejectsABadConfigNamingTheField(t *testing.T) {
 	err := run(context.Background(), func(k string) string { return map[string]string{"GUARD_CONFIG": path}[k] }, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "rules[0] (r).limit") {
 		t.Fatalf("want an error naming rules[0] (r).limit, got %v", err)
+	}
+}
+
+// A GUARD_CONFIG file over guard.MaxConfigBytes fails start-up naming the
+// bound and the file's size, and is read no further than the bound.
+func TestRunRefusesAnOversizedConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, []byte(strings.Repeat("# padding\n", 1<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), func(k string) string { return map[string]string{"GUARD_CONFIG": path}[k] }, io.Discard, io.Discard)
+	if want := "GUARD_CONFIG: config: the document is 10485760 bytes; at most 262144 (guard.MaxConfigBytes)"; err == nil || err.Error() != want {
+		t.Fatalf("run: %v, want %s", err, want)
+	}
+	b, err := readConfig(path)
+	if len(b) != guard.MaxConfigBytes+1 || err == nil {
+		t.Fatalf("readConfig read %d bytes (%v), want the bound and one", len(b), err)
 	}
 }

@@ -15,10 +15,12 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -181,7 +183,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.Log.ErrorContext(r.Context(), "panic", "path", r.URL.Path, "panic", v)
+			// the route's pattern (set once the mux matched it), never the
+			// path, which may hold an identifier; of the panic's value, a
+			// runtime error's text (which holds no input) or else its type
+			what := fmt.Sprintf("%T", v)
+			if re, ok := v.(runtime.Error); ok {
+				what = re.Error()
+			}
+			s.Log.ErrorContext(r.Context(), "panic", "method", r.Method, "route", r.Pattern, "panic", what)
 			problem("internal_error", "the server failed; the failure is logged").write(w)
 		}
 	}()

@@ -301,7 +301,9 @@ func (s *Server) internalError(w http.ResponseWriter, r *http.Request, err error
 		invalidRequest(map[string]string{"subject": reason(err)}).write(w)
 		return
 	}
-	s.Log.ErrorContext(r.Context(), "internal route", "path", r.URL.Path, "err", err)
+	// The route's pattern, never its path: /v1/blocks/{dimension}/{value}
+	// and /v1/devices/{account} hold an email, phone, IP or account.
+	s.Log.ErrorContext(r.Context(), "internal route", "route", r.Pattern, "err", err)
 	storeUnavailable().write(w)
 }
 

@@ -56,7 +56,8 @@ func (s *Server) routes() {
 		s.mux.Handle(p, s.methods(byPath[p]))
 	}
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		problem("not_found", "no such route: "+r.Method+" "+r.URL.Path).write(w)
+		// the path is not repeated: it may hold an identifier
+		problem("not_found", "no such route").write(w)
 	}))
 }
 

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,16 +115,20 @@ func (l *Local) Version(ctx context.Context, n int) (string, error) {
 
 func (l *Local) Apply(ctx context.Context, doc string) (string, []string, error) {
 	var out struct {
-		ID     string
-		Errors []string
-		Detail string
+		ID       string
+		Problems []string
+		Detail   string
 	}
-	code, err := l.call(ctx, "PUT", "/v1/console/config", strings.NewReader(doc), &out)
+	body, err := json.Marshal(map[string]string{"document": doc})
+	if err != nil {
+		return "", nil, err
+	}
+	code, err := l.call(ctx, "PUT", "/v1/console/config", bytes.NewReader(body), &out)
 	switch {
 	case err != nil:
 		return "", nil, err
-	case code != 200 && len(out.Errors) > 0:
-		return "", out.Errors, nil
+	case code != 200 && len(out.Problems) > 0:
+		return "", out.Problems, nil
 	case code != 200:
 		return "", []string{fmt.Sprintf("%d %s", code, out.Detail)}, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,61 @@ func TestDiffMarksEachLine(t *testing.T) {
 	want := []string{"  a", "- b", "+ x", "  c", "+ d"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Diff: %q, want %q", got, want)
+	}
+}
+
+// Diff's work is linear in the documents whatever they are: the lines
+// both share at the start and the end are set aside, and a changed
+// middle too large for the common-subsequence table is shown whole. On
+// a million lines against a million others (the console took
+// 777 MB on 1M newlines; this needs a table of 10^12 cells) it allocates
+// a few times the documents' size.
+func TestDiffIsBounded(t *testing.T) {
+	var before, after runtime.MemStats
+	a, b := strings.Repeat("a\n", 1_000_000), strings.Repeat("b\n", 1_000_000)
+	runtime.ReadMemStats(&before)
+	got := Diff(a, b)
+	runtime.ReadMemStats(&after)
+	if len(got) != 2_000_001 || got[0] != "- a" || got[999_999] != "- a" || got[1_000_000] != "+ b" || got[1_999_999] != "+ b" || got[2_000_000] != "  " {
+		t.Fatalf("the diff of 1M lines against 1M others: %d lines, %q … %q", len(got), got[0], got[len(got)-1])
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 200<<20 {
+		t.Errorf("the diff allocated %d MB", alloc>>20)
+	}
+	// one line changed in a long document: exactly that line
+	doc := strings.Repeat("x\n", 100_000)
+	edited := doc[:100_000] + "y\n" + doc[100_002:]
+	var changed []string
+	for _, l := range Diff(doc, edited) {
+		if l[0] != ' ' {
+			changed = append(changed, l)
+		}
+	}
+	if !slices.Equal(changed, []string{"- x", "+ y"}) {
+		t.Fatalf("one line changed: %q", changed)
+	}
+	// a middle over the table's bound: removed, then added
+	var x, y []string
+	for i := range 1100 {
+		x, y = append(x, fmt.Sprint("x", i)), append(y, fmt.Sprint("y", i))
+	}
+	runtime.ReadMemStats(&before)
+	d := Diff("h\n"+strings.Join(x, "\n")+"\nt", "h\n"+strings.Join(y, "\n")+"\nt")
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("a middle over the bound: the diff allocated %d KB (a table?)", alloc>>10)
+	}
+	if len(d) != 2202 || d[0] != "  h" || d[1] != "- x0" || d[1101] != "+ y0" || d[2201] != "  t" {
+		t.Fatalf("a middle over the bound: %d lines %q %q %q", len(d), d[0], d[1], d[1101])
+	}
+}
+
+// BenchmarkDiff: a document of a million newlines against the default
+// one (go test -bench Diff ./internal/console/).
+func BenchmarkDiff(b *testing.B) {
+	a, def := strings.Repeat("\n", 1_000_000), string(guard.DefaultYAML())
+	for b.Loop() {
+		Diff(def, a)
 	}
 }
 

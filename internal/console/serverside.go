@@ -8,7 +8,10 @@
 // and write, VIEWER_TOKEN only read. The console itself (UI) is a
 // separate process on 127.0.0.1 that holds the token and calls the
 // server; it serves nothing but its own pages and embedded assets (no
-// CDN, no build step).
+// CDN, no build step), and only to the browser that opened the URL it
+// printed (secure.go: a per-start secret, the Host it listens on, changes
+// from its own origin as JSON). Config documents are bounded where they
+// enter (guard.MaxConfigBytes, guard.MaxRules), and so is the diff.
 package console
 
 import (
@@ -17,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -218,7 +220,7 @@ func Routes(tokens Tokens, file *ConfigFile, stats *Stats, rules func() []guard.
 	read := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if !tokens.Of(r).Read {
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"code": "unauthorized", "detail": "a bearer token (ADMIN_TOKEN or VIEWER_TOKEN) is required"})
+				writeProblem(w, "unauthorized", "a bearer token (ADMIN_TOKEN or VIEWER_TOKEN) is required")
 				return
 			}
 			h(w, r)
@@ -228,9 +230,9 @@ func Routes(tokens Tokens, file *ConfigFile, stats *Stats, rules func() []guard.
 		return func(w http.ResponseWriter, r *http.Request) {
 			switch a := tokens.Of(r); {
 			case !a.Read:
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"code": "unauthorized", "detail": "a bearer token (ADMIN_TOKEN) is required"})
+				writeProblem(w, "unauthorized", "a bearer token (ADMIN_TOKEN) is required")
 			case !a.Write:
-				writeJSON(w, http.StatusForbidden, map[string]string{"code": "forbidden", "detail": "VIEWER_TOKEN may read only"})
+				writeProblem(w, "forbidden", "VIEWER_TOKEN may read only")
 			default:
 				h(w, r)
 			}
@@ -242,7 +244,7 @@ func Routes(tokens Tokens, file *ConfigFile, stats *Stats, rules func() []guard.
 	mux.HandleFunc("GET /v1/console/config", read(func(w http.ResponseWriter, r *http.Request) {
 		h, err := file.History()
 		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"code": "internal_error", "detail": err.Error()})
+			writeProblem(w, "internal_error", "the config's history cannot be read")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"document": file.Doc(), "id": DocID(file.Doc()), "file": file.Path != "", "history": h})
@@ -251,23 +253,33 @@ func Routes(tokens Tokens, file *ConfigFile, stats *Stats, rules func() []guard.
 		n, err := strconv.Atoi(r.PathValue("n"))
 		doc, rerr := file.Version(n)
 		if err != nil || rerr != nil {
-			writeJSON(w, http.StatusNotFound, map[string]string{"code": "not_found", "detail": "no such version"})
+			writeProblem(w, "not_found", "no such version")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"n": n, "document": doc, "id": DocID(doc)})
 	}))
+	// PUT /v1/console/config {"document": "..."}: the document, bounded
+	// (413 naming the bound) and validated, is applied.
 	mux.HandleFunc("PUT /v1/console/config", write(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"code": "invalid_request", "detail": "unreadable body"})
+		if p := jsonBody(w, r); p != nil {
+			p.write(w)
 			return
 		}
-		if err := file.Apply(string(b)); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"code": "invalid_config", "errors": Problems(err)})
+		doc, p := document(r)
+		if p != nil {
+			p.write(w)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"id": DocID(string(b))})
+		if err := file.Apply(doc); err != nil {
+			configProblem(err).write(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"id": DocID(doc)})
 	}))
+	// every other request under /v1/console/: a problem, never net/http's text
+	mux.HandleFunc("/v1/console/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, "not_found", "no such console route (or not with this method)")
+	})
 	mux.HandleFunc("GET /v1/console/stats", read(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, stats.Snapshot(rules(), time.Now()))
 	}))

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/internal/sim"
@@ -46,37 +46,71 @@ func HighlightYAML(doc string) template.HTML {
 var yamlKey = regexp.MustCompile(`(^|[{,\s-]\s*)([A-Za-z_][A-Za-z0-9_]*):`)
 
 // UI is the console: its pages, on a Backend (the local server, or a
-// deployed stack through the operator's AWS credentials).
+// deployed stack through the operator's AWS credentials), defended as
+// secure.go says.
 type UI struct {
 	Backend Backend
 	// SimUsers is the population of "simulate this"; 0: 2000.
 	SimUsers int
+	// Secret is this start's secret (NewSecret): the URL the console
+	// prints carries it, and every request but that one needs it in the
+	// session cookie. Empty refuses every request.
+	Secret string
+
+	mu    sync.Mutex
+	flash string // the outcome of the last change, for the next page
 }
 
-// Handler is the console's HTTP handler.
+// route is one of the console's routes; a change is a POST.
+type route struct {
+	method, path string
+	handler      func(*UI) http.HandlerFunc
+}
+
+var uiRoutes = []route{
+	{"GET", "/{$}", func(u *UI) http.HandlerFunc { return u.rules }},
+	{"GET", "/subject", func(u *UI) http.HandlerFunc { return u.subject }},
+	{"POST", "/subject/unblock", func(u *UI) http.HandlerFunc { return u.unblock }},
+	{"POST", "/subject/revoke", func(u *UI) http.HandlerFunc { return u.revoke }},
+	{"GET", "/config", func(u *UI) http.HandlerFunc { return u.config }},
+	{"POST", "/config/validate", func(u *UI) http.HandlerFunc { return u.validate }},
+	{"POST", "/config/apply", func(u *UI) http.HandlerFunc { return u.apply }},
+	{"POST", "/config/rollback", func(u *UI) http.HandlerFunc { return u.rollback }},
+	{"POST", "/config/simulate", func(u *UI) http.HandlerFunc { return u.simulate }},
+}
+
+// Changes lists the console's routes that take a change (POST): each
+// needs the session and the console's own origin, and takes JSON only.
+func Changes() []string {
+	var out []string
+	for _, r := range uiRoutes {
+		if r.method == "POST" {
+			out = append(out, r.path)
+		}
+	}
+	return out
+}
+
+// Handler is the console's HTTP handler. Every answer but a page or an
+// asset is JSON; every error is problem+json.
 func (u *UI) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /assets/", http.FileServerFS(assets))
-	mux.HandleFunc("GET /{$}", u.rules)
-	mux.HandleFunc("GET /subject", u.subject)
-	mux.HandleFunc("POST /subject/unblock", u.unblock)
-	mux.HandleFunc("POST /subject/revoke", u.revoke)
-	mux.HandleFunc("GET /config", u.config)
-	mux.HandleFunc("POST /config/validate", u.validate)
-	mux.HandleFunc("POST /config/apply", u.apply)
-	mux.HandleFunc("POST /config/rollback", u.rollback)
-	mux.HandleFunc("POST /config/simulate", u.simulate)
-	return securityHeaders(mux)
-}
-
-// securityHeaders: the console's pages load nothing from anywhere else.
-func securityHeaders(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")
-		w.Header().Set("X-Frame-Options", "DENY")
-		w.Header().Set("Cache-Control", "no-store")
-		h.ServeHTTP(w, r)
+	methods := map[string]string{}
+	for _, r := range uiRoutes {
+		mux.HandleFunc(r.method+" "+r.path, r.handler(u))
+		methods[strings.TrimSuffix(r.path, "{$}")] = r.method
+	}
+	// every other request: a 405 or 404 problem, never net/http's text
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if m, ok := methods[r.URL.Path]; ok {
+			w.Header().Set("Allow", m)
+			writeProblem(w, "method_not_allowed", "use "+m)
+			return
+		}
+		writeProblem(w, "not_found", "no such page")
 	})
+	return u.defend(mux)
 }
 
 // page is what every page's layout shows.
@@ -89,18 +123,28 @@ type page struct {
 	Data   any
 }
 
+// setFlash keeps the outcome of a change for the next page to show (the
+// console's own state: no URL can make the console say anything).
+func (u *UI) setFlash(msg string) { u.mu.Lock(); u.flash = msg; u.mu.Unlock() }
+
+func (u *UI) takeFlash() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	f := u.flash
+	u.flash = ""
+	return f
+}
+
 func (u *UI) render(w http.ResponseWriter, r *http.Request, name string, p page) {
 	a, err := u.Backend.Access(r.Context())
 	p.Access = a
 	if err != nil && p.Error == "" {
 		p.Error = err.Error()
 	}
-	if p.Flash == "" {
-		p.Flash = r.URL.Query().Get("flash")
-	}
+	p.Flash = u.takeFlash()
 	var buf bytes.Buffer
 	if err := pages.ExecuteTemplate(&buf, name, p); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		writeProblem(w, "internal_error", "the page could not be drawn")
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -175,26 +219,74 @@ func (u *UI) subject(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, "subject.html", p)
 }
 
-func (u *UI) unblock(w http.ResponseWriter, r *http.Request) {
-	dim, value := r.FormValue("dimension"), r.FormValue("value")
-	var out map[string]any
-	code, err := u.Backend.Unblock(r.Context(), dim, value, &out)
-	flash := "unblocked"
-	if err != nil || code != 204 {
-		flash = fmt.Sprintf("unblock failed: %d %v %v", code, err, out["detail"])
+// changed answers a change that went through: the page to show next,
+// where the flash tells what was done.
+func (u *UI) changed(w http.ResponseWriter, flash, next string, more map[string]any) {
+	u.setFlash(flash)
+	out := map[string]any{"ok": true, "next": next}
+	for k, v := range more {
+		out[k] = v
 	}
-	http.Redirect(w, r, "/subject?"+url.Values{"dimension": {dim}, "value": {value}, "flash": {flash}}.Encode(), http.StatusSeeOther)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// backendProblem is the answer for a change the backend did not make:
+// its status and detail (for a refusal: the server's 403 for a viewer,
+// IAM's AccessDenied), or a 502 when it could not be reached.
+func backendProblem(what string, code int, err error, out map[string]any) *problem {
+	if err != nil {
+		return newProblem("upstream_unavailable", what+": "+err.Error())
+	}
+	p := newProblem("upstream_unavailable", fmt.Sprintf("%s: the server answered %d %v", what, code, out["detail"]))
+	switch code {
+	case http.StatusUnauthorized:
+		p = newProblem("unauthorized", fmt.Sprintf("%s: %v", what, out["detail"]))
+	case http.StatusForbidden:
+		p = newProblem("forbidden", fmt.Sprintf("%s: %v", what, out["detail"]))
+	case http.StatusBadRequest:
+		p = newProblem("invalid_request", fmt.Sprintf("%s: %v", what, out["detail"]))
+		if errs, ok := out["errors"].(map[string]any); ok {
+			p.Errors = map[string]string{}
+			for k, v := range errs {
+				p.Errors[k] = fmt.Sprint(v)
+			}
+		}
+	}
+	return p
+}
+
+func subjectPage(dim, value string) string {
+	return "/subject?" + url.Values{"dimension": {dim}, "value": {value}}.Encode()
+}
+
+func (u *UI) unblock(w http.ResponseWriter, r *http.Request) {
+	var in struct{ Dimension, Value string }
+	if p := decodeBody(r, &in); p != nil {
+		p.write(w)
+		return
+	}
+	var out map[string]any
+	code, err := u.Backend.Unblock(r.Context(), in.Dimension, in.Value, &out)
+	if err != nil || code != http.StatusNoContent {
+		backendProblem("unblock", code, err, out).write(w)
+		return
+	}
+	u.changed(w, "unblocked", subjectPage(in.Dimension, in.Value), nil)
 }
 
 func (u *UI) revoke(w http.ResponseWriter, r *http.Request) {
-	value := r.FormValue("value")
-	var out map[string]any
-	code, err := u.Backend.Revoke(r.Context(), value, &out)
-	flash := "device tokens revoked"
-	if err != nil || code != 204 {
-		flash = fmt.Sprintf("revocation failed: %d %v %v", code, err, out["detail"])
+	var in struct{ Value string }
+	if p := decodeBody(r, &in); p != nil {
+		p.write(w)
+		return
 	}
-	http.Redirect(w, r, "/subject?"+url.Values{"dimension": {"account"}, "value": {value}, "flash": {flash}}.Encode(), http.StatusSeeOther)
+	var out map[string]any
+	code, err := u.Backend.Revoke(r.Context(), in.Value, &out)
+	if err != nil || code != http.StatusNoContent {
+		backendProblem("revoke", code, err, out).write(w)
+		return
+	}
+	u.changed(w, "device tokens revoked", subjectPage("account", in.Value), nil)
 }
 
 // ConfigData is the running document and its history.
@@ -215,58 +307,118 @@ func (u *UI) config(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, "config.html", p)
 }
 
+// document reads a change's {"document": "..."}.
+func document(r *http.Request) (string, *problem) {
+	var in struct {
+		Document *string `json:"document"`
+	}
+	if p := decodeBody(r, &in); p != nil {
+		return "", p
+	}
+	if in.Document == nil {
+		p := newProblem("invalid_request", "the body has no document")
+		p.Errors = map[string]string{"document": "is required"}
+		return "", p
+	}
+	return *in.Document, nil
+}
+
 // validate is the editor's check as you type: the same validation as the
 // server's start-up (guard.ParseConfig), each bad field on a line, and
 // the diff against the running document.
 func (u *UI) validate(w http.ResponseWriter, r *http.Request) {
-	doc := r.FormValue("document")
+	doc, p := document(r)
+	if p != nil {
+		p.write(w)
+		return
+	}
+	_, err := guard.ParseConfig([]byte(doc))
+	if limitError(err) != nil {
+		configProblem(err).write(w)
+		return
+	}
 	running, _ := u.Backend.Config(r.Context())
-	out := map[string]any{"ok": true, "errors": []string{}, "diff": Diff(running.Document, doc)}
-	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
-		out["ok"], out["errors"] = false, Problems(err)
+	out := map[string]any{"ok": true, "problems": []string{}, "diff": Diff(running.Document, doc)}
+	if err != nil {
+		out["ok"], out["problems"] = false, Problems(err)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (u *UI) apply(w http.ResponseWriter, r *http.Request) {
-	doc := r.FormValue("document")
+	doc, p := document(r)
+	if p != nil {
+		p.write(w)
+		return
+	}
 	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "errors": Problems(err)})
+		configProblem(err).write(w)
 		return
 	}
 	id, errs, err := u.Backend.Apply(r.Context(), doc)
 	switch {
 	case err != nil:
-		writeJSON(w, http.StatusBadGateway, map[string]any{"ok": false, "errors": []string{err.Error()}})
+		writeProblem(w, "upstream_unavailable", "apply: "+err.Error())
 	case len(errs) > 0:
-		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "errors": errs})
+		p := newProblem("invalid_config", "the server did not apply the document; see problems")
+		p.Problems = errs
+		p.write(w)
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "id": id})
+		u.changed(w, "applied "+id, "/config", map[string]any{"id": id})
 	}
 }
 
 func (u *UI) rollback(w http.ResponseWriter, r *http.Request) {
-	n, err := strconv.Atoi(r.FormValue("version"))
-	doc, verr := u.Backend.Version(r.Context(), n)
-	if err != nil || verr != nil {
-		http.Redirect(w, r, "/config?flash="+url.QueryEscape("no such version"), http.StatusSeeOther)
+	var in struct {
+		Version *int `json:"version"`
+	}
+	if p := decodeBody(r, &in); p != nil {
+		p.write(w)
+		return
+	}
+	if in.Version == nil {
+		p := newProblem("invalid_request", "the body has no version")
+		p.Errors = map[string]string{"version": "is required"}
+		p.write(w)
+		return
+	}
+	n := *in.Version
+	doc, err := u.Backend.Version(r.Context(), n)
+	if err != nil {
+		writeProblem(w, "not_found", fmt.Sprintf("no version %d", n))
+		return
+	}
+	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
+		p := configProblem(err)
+		p.Detail = fmt.Sprintf("version %d is not a valid config (today's validation): %s", n, p.Detail)
+		p.write(w)
 		return
 	}
 	_, errs, err := u.Backend.Apply(r.Context(), doc)
-	flash := fmt.Sprintf("rolled back to version %d", n)
-	if err != nil || len(errs) > 0 {
-		flash = fmt.Sprintf("rollback failed: %v %v", err, errs)
+	switch {
+	case err != nil:
+		writeProblem(w, "upstream_unavailable", "rollback: "+err.Error())
+	case len(errs) > 0:
+		p := newProblem("invalid_config", "the server did not apply the version; see problems")
+		p.Problems = errs
+		p.write(w)
+	default:
+		u.changed(w, fmt.Sprintf("rolled back to version %d", n), "/config", nil)
 	}
-	http.Redirect(w, r, "/config?flash="+url.QueryEscape(flash), http.StatusSeeOther)
 }
 
 // simulate runs the traffic simulator on the edited document beside the
 // running one (a small population: seconds, not minutes) and answers the
 // table.
 func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
-	edited, err := guard.ParseConfig([]byte(r.FormValue("document")))
+	doc, p := document(r)
+	if p != nil {
+		p.write(w)
+		return
+	}
+	edited, err := guard.ParseConfig([]byte(doc))
 	if err != nil {
-		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "errors": Problems(err)})
+		configProblem(err).write(w)
 		return
 	}
 	running, _ := u.Backend.Config(r.Context())
@@ -285,7 +437,7 @@ func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
 	}{{"running", cur}, {"edited", edited}} {
 		res, err := sim.Run(r.Context(), c.name, c.cfg, sim.Options{Seed: 1, Users: users, Scale: float64(users) / 100_000})
 		if err != nil {
-			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "errors": []string{err.Error()}})
+			writeProblem(w, "internal_error", "simulate: "+err.Error())
 			return
 		}
 		results = append(results, res)
@@ -293,33 +445,67 @@ func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "table": sim.Table(results), "charts": sim.ChartSVGs(results), "users": users})
 }
 
+// maxDiffCells bounds the longest-common-subsequence table of Diff.
+const maxDiffCells = 1 << 20
+
 // Diff is a line diff of a and b: unchanged lines with "  ", removed
-// with "- ", added with "+ " (longest common subsequence; documents are
-// short).
+// with "- ", added with "+ ". The lines both share at the start and at
+// the end are set aside; what changed between them is diffed by longest
+// common subsequence when its table has at most maxDiffCells cells, and
+// shown whole (removed, then added) when it would have more: time and
+// memory stay linear in the documents, whatever they are.
 func Diff(a, b string) []string {
 	x, y := strings.Split(a, "\n"), strings.Split(b, "\n")
-	n, m := len(x), len(y)
-	lcs := make([][]int, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int, m+1)
+	head := 0
+	for head < len(x) && head < len(y) && x[head] == y[head] {
+		head++
 	}
+	tail := 0
+	for tail < len(x)-head && tail < len(y)-head && x[len(x)-1-tail] == y[len(y)-1-tail] {
+		tail++
+	}
+	out := make([]string, 0, len(x)+len(y)-head-tail)
+	for _, l := range x[:head] {
+		out = append(out, "  "+l)
+	}
+	xm, ym := x[head:len(x)-tail], y[head:len(y)-tail]
+	if (len(xm)+1)*(len(ym)+1) <= maxDiffCells {
+		out = lcsDiff(out, xm, ym)
+	} else {
+		for _, l := range xm {
+			out = append(out, "- "+l)
+		}
+		for _, l := range ym {
+			out = append(out, "+ "+l)
+		}
+	}
+	for _, l := range x[len(x)-tail:] {
+		out = append(out, "  "+l)
+	}
+	return out
+}
+
+// lcsDiff appends the diff of x and y by longest common subsequence.
+func lcsDiff(out, x, y []string) []string {
+	n, m := len(x), len(y)
+	w := m + 1
+	lcs := make([]int32, (n+1)*w) // lcs[i*w+j]: of x[i:] and y[j:]
 	for i := n - 1; i >= 0; i-- {
 		for j := m - 1; j >= 0; j-- {
 			if x[i] == y[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
+				lcs[i*w+j] = lcs[(i+1)*w+j+1] + 1
 			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+				lcs[i*w+j] = max(lcs[(i+1)*w+j], lcs[i*w+j+1])
 			}
 		}
 	}
-	var out []string
 	i, j := 0, 0
 	for i < n || j < m {
 		switch {
 		case i < n && j < m && x[i] == y[j]:
 			out = append(out, "  "+x[i])
 			i, j = i+1, j+1
-		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
+		case i < n && (j == m || lcs[(i+1)*w+j] >= lcs[i*w+j+1]):
 			out = append(out, "- "+x[i])
 			i++
 		default:

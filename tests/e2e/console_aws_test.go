@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -68,11 +70,18 @@ func TestTheConsoleOnAStack(t *testing.T) {
 	defer api.Close()
 
 	cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(aws_.URL), Credentials: credentials.NewStaticCredentialsProvider("AKIDCONSOLE", "secret", "")}
-	ui := httptest.NewServer((&console.UI{Backend: &console.AWS{AWSConfig: cfg, Stack: "shop", Parameter: param, API: api.URL}}).Handler())
+	secret := console.NewSecret()
+	ui := httptest.NewServer((&console.UI{Backend: &console.AWS{AWSConfig: cfg, Stack: "shop", Parameter: param, API: api.URL}, Secret: secret}).Handler())
 	defer ui.Close()
+	// the operator's browser: the printed URL's token becomes its cookie
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := browser.Get(ui.URL + "/?token=" + secret); err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %v %v", resp, err)
+	}
 	get := func(path string) string {
 		t.Helper()
-		resp, err := http.Get(ui.URL + path)
+		resp, err := browser.Get(ui.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,16 +92,20 @@ func TestTheConsoleOnAStack(t *testing.T) {
 		}
 		return string(b)
 	}
-	post := func(path string, form url.Values) (int, string) {
+	// post sends a change as the console's page does: JSON, from its origin
+	post := func(path string, body map[string]any) (int, string) {
 		t.Helper()
-		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.PostForm(ui.URL+path, form)
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", ui.URL+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", ui.URL)
+		resp, err := browser.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b) + resp.Header.Get("Location")
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
 	}
 
 	// Rules: the stack's Decisions per rule, from CloudWatch
@@ -111,21 +124,24 @@ func TestTheConsoleOnAStack(t *testing.T) {
 		t.Fatalf("the Config page: %s", page)
 	}
 	// an invalid document is never put
-	if code, body := post("/config/apply", url.Values{"document": {"rules: [{name: x, action: login, key: [nothing], limit: 1, window: 1h}]"}}); code != 400 || !strings.Contains(body, "rules[0] (x).key[0]") {
+	if code, body := post("/config/apply", map[string]any{"document": "rules: [{name: x, action: login, key: [nothing], limit: 1, window: 1h}]"}); code != 400 || !strings.Contains(body, "rules[0] (x).key[0]") {
 		t.Fatalf("an invalid apply: %d %s", code, body)
 	}
 	if n := aws_.CallsOf("ssm:PutParameter"); n != 0 {
 		t.Fatalf("%d PutParameter calls for an invalid document", n)
 	}
 	second := strings.Replace(first, "limit: 20", "limit: 10", 1)
-	if code, body := post("/config/apply", url.Values{"document": {second}}); code != 200 || !strings.Contains(body, `"ok":true`) {
+	if code, body := post("/config/apply", map[string]any{"document": second}); code != 200 || !strings.Contains(body, `"ok":true`) {
 		t.Fatalf("apply: %d %s", code, body)
 	}
 	if page := get("/config"); !strings.Contains(page, "limit: 10") || !strings.Contains(page, "assumed-role/ops/alice") {
 		t.Fatalf("after apply, the Config page: %s", page)
 	}
-	if code, loc := post("/config/rollback", url.Values{"version": {"1"}}); code != 303 || !strings.Contains(loc, "rolled+back+to+version+1") {
-		t.Fatalf("rollback: %d %s", code, loc)
+	if code, body := post("/config/rollback", map[string]any{"version": 1}); code != 200 || !strings.Contains(body, `"next":"/config"`) {
+		t.Fatalf("rollback: %d %s", code, body)
+	}
+	if page := get("/config"); !strings.Contains(page, `id="flash">rolled back to version 1<`) {
+		t.Fatalf("after the rollback, the flash: %s", page)
 	}
 	if page := get("/config"); !strings.Contains(page, "limit: 20") {
 		t.Fatalf("after the rollback, the running document: %s", page)
@@ -135,8 +151,8 @@ func TestTheConsoleOnAStack(t *testing.T) {
 	if page := get("/subject?dimension=account&value=ann@example.com"); !strings.Contains(page, `<strong class="locked">locked</strong>`) {
 		t.Fatalf("the Subject page: %s", page)
 	}
-	if code, loc := post("/subject/unblock", url.Values{"dimension": {"account"}, "value": {"ann@example.com"}}); code != 303 || !strings.Contains(loc, "flash=unblocked") {
-		t.Fatalf("unblock: %d %s", code, loc)
+	if code, body := post("/subject/unblock", map[string]any{"dimension": "account", "value": "ann@example.com"}); code != 200 || !strings.Contains(body, `"ok":true`) {
+		t.Fatalf("unblock: %d %s", code, body)
 	}
 	mu.Lock()
 	got := strings.Join(calls, ", ")

@@ -25,9 +25,14 @@ const consoleConfig = behindProxy + `rules:
   - {name: otp-per-destination, action: otp.send, key: [destination], limit: 3, window: 1h}
 `
 
-// startConsole runs `otpguard console` against s with token; it returns
-// the console's URL.
-func startConsole(t *testing.T, s *server, token string) string {
+// runningConsole is a started `otpguard console`: its URL, and the
+// per-start token of the URL it printed (login: that URL).
+type runningConsole struct{ url, token string }
+
+func (c runningConsole) login() string { return c.url + "/?token=" + c.token }
+
+// startConsole runs `otpguard console` against s with token.
+func startConsole(t *testing.T, s *server, token string) runningConsole {
 	t.Helper()
 	cmd := exec.Command(binary, "console", "-server", s.url, "-listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "OTPGUARD_TOKEN="+token)
@@ -50,11 +55,12 @@ func startConsole(t *testing.T, s *server, token string) string {
 	}()
 	select {
 	case u := <-urls:
-		return u
-	case <-time.After(15 * time.Second):
+		base, token, _ := strings.Cut(u, "/?token=")
+		return runningConsole{strings.TrimSuffix(base, "/"), token}
+	case <-time.After(60 * time.Second):
 		t.Fatal("the console did not start")
 	}
-	return ""
+	return runningConsole{}
 }
 
 // browser is a headless Chromium (Debian's package, which make test
@@ -144,8 +150,14 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	con := startConsole(t, s, "admin-token-for-the-test")
 	ctx := browser(t)
 
+	// The URL the console printed: its token becomes the session cookie,
+	// and the browser lands on the Rules page without it.
+	do(t, ctx, chromedp.Navigate(con.login()), chromedp.WaitVisible("#rules"))
+	if u := eval[string](t, ctx, `window.location.href`); u != con.url+"/" {
+		t.Errorf("after the login the page is %s, want %s/", u, con.url)
+	}
+
 	// Rules: every rule with its decisions and a chart
-	do(t, ctx, chromedp.Navigate(con+"/"), chromedp.WaitVisible("#rules"))
 	rules := text(t, ctx, "#rules")
 	for _, r := range []string{"login-per-account", "login-per-ip", "otp-per-destination"} {
 		if !strings.Contains(rules, r) {
@@ -167,7 +179,7 @@ func TestTheConsoleInABrowser(t *testing.T) {
 	shot(t, ctx, "rules")
 
 	// Subject: the locked account, unblocked with a confirmation
-	do(t, ctx, chromedp.Navigate(con+"/subject"), chromedp.WaitVisible("#lookup"),
+	do(t, ctx, chromedp.Navigate(con.url+"/subject"), chromedp.WaitVisible("#lookup"),
 		chromedp.SetValue("#dimension", "account"), chromedp.SendKeys("#value", "Ann@Example.com"), chromedp.Click("#look"),
 		chromedp.WaitVisible("#state"))
 	if summary := text(t, ctx, "#summary"); !strings.HasPrefix(summary, "locked") {
@@ -188,7 +200,7 @@ func TestTheConsoleInABrowser(t *testing.T) {
 		t.Helper()
 		eval[bool](t, ctx, `(function(d){var t=document.getElementById('doc');t.value=d;t.dispatchEvent(new Event('input'));return true;})(`+jsString(doc)+`)`)
 	}
-	do(t, ctx, chromedp.Navigate(con+"/config"), chromedp.WaitVisible("#doc"))
+	do(t, ctx, chromedp.Navigate(con.url+"/config"), chromedp.WaitVisible("#doc"))
 	setDoc(consoleConfig + "  - {name: bad-one, action: login, key: [nothing], limit: 1, window: 1h}\n")
 	do(t, ctx, chromedp.WaitVisible("#errors li"))
 	if errs := text(t, ctx, "#errors"); !strings.Contains(errs, "rules[3] (bad-one).key[0]") {
@@ -244,7 +256,8 @@ func TestTheConsoleInABrowser(t *testing.T) {
 
 	// a viewer's console: it reads, and every change is greyed out
 	view := startConsole(t, s, "viewer-token-for-the-test")
-	do(t, ctx, chromedp.Navigate(view+"/subject?dimension=account&value=ann@example.com"), chromedp.WaitVisible("#state"))
+	do(t, ctx, chromedp.Navigate(view.login()), chromedp.WaitVisible("#rules"),
+		chromedp.Navigate(view.url+"/subject?dimension=account&value=ann@example.com"), chromedp.WaitVisible("#state"))
 	access := text(t, ctx, "#access")
 	disabled := eval[bool](t, ctx, `document.getElementById('unblock').disabled && document.getElementById('revoke').disabled`)
 	if !strings.Contains(access, "read only") || !disabled {
