@@ -9,7 +9,7 @@ import (
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
 	if c.OTP.Length != 6 || c.OTP.TTL != 10*time.Minute || c.OTP.MaxAttempts != 5 || c.Store.Timeout != 50*time.Millisecond ||
-		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 25 || c.Devices.TTL != 4320*time.Hour {
+		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 26 || c.Devices.TTL != 4320*time.Hour {
 		t.Fatalf("defaults: %+v", c)
 	}
 	byName := map[string]Rule{}
@@ -81,7 +81,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{rule(", count: failures, lockout: {initial: 1h, factor: 2, max: 1m}"), "rules[0] (r).lockout.max"},
 		{rule(", count: failures, algorithm: concurrency"), "rules[0] (r).count: failures cannot be counted with the concurrency algorithm"},
 		{rule(", count: successes"), "rules[0] (r).count: successes are counted by the distinct algorithm only"},
-		{rule(", count: tries"), `rules[0] (r).count: must be "requests", "failures" or "successes"`},
+		{rule(", count: tries"), `rules[0] (r).count: must be "requests", "failures", "held" or "successes"`},
 		{rule(", remember: 10"), "rules[0] (r).remember: only applies to the distinct algorithm"},
 		{rule(", algorithm: distinct, of: account, remember: 4"), "rules[0] (r).remember: must be the limit (5) to 10000 values, got 4"},
 		{rule(", algorithm: distinct, of: account, remember: 10001"), "rules[0] (r).remember: must be the limit (5) to 10000 values"},
