@@ -33,7 +33,7 @@ func TestDefaultConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Rules) != 26 || c.Rules[21].Name != "login-failure-ratio-per-asn" {
+	if len(c.Rules) != 27 || c.Rules[21].Name != "login-failure-ratio-per-asn" {
 		t.Errorf("with a database: %d rules", len(c.Rules))
 	}
 }
