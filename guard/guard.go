@@ -75,10 +75,13 @@ const (
 	// on destination or account, so strangers cannot use up an owner's
 	// budget, and stays a Failure for the others (IP, global).
 	Stray
-	// Held: the attempt waits for a proof given in another request (a
-	// step-up code). Its failures stay counted until then; what it would
-	// mark as proven (a count: successes value) is given back, and the
-	// attempt's [Guard.Receipt] commits it with the proof.
+	// Held: the attempt's password was right and it waits for a proof
+	// given in another request (a step-up code); [Guard.HeldReceipt] is
+	// what the proof settles. It stays a
+	// failure on the rules keyed on what the account owns and counts on
+	// the count: held rules; it is given back to the others (IP,
+	// network: a right password is no failure of theirs) and what it
+	// would mark as proven (a count: successes value) waits.
 	Held
 )
 
@@ -385,6 +388,11 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	}
 	defer a.refilled()
 	a.decide(ctx)
+	if a.cancelled {
+		// the caller is gone: no decision (not the backstop's either),
+		// and nothing the request started goes on
+		return Decision{}, fmt.Errorf("guard: %w", context.Cause(ctx))
+	}
 	d := a.decision()
 	a.learn(&d)
 	a.prune(&d)
@@ -424,6 +432,8 @@ type attempt struct {
 	refills []string // the leases this attempt refills from the store
 	res     []OpResult
 	err     error // the store's
+	// cancelled: the store failed because the caller's context ended
+	cancelled bool
 }
 
 // remembered is step 1: a denial this process remembers (the deny cache)
@@ -560,6 +570,10 @@ func (a *attempt) decide(ctx context.Context) {
 	}
 	if len(backed) > 0 {
 		g.backstop.End(backed)
+	}
+	if ctx.Err() != nil {
+		a.cancelled = true // a hang-up is not a store failure
+		return
 	}
 	a.res = g.fallback(ctx, a.rules, a.at, a.ops)
 }
@@ -762,6 +776,12 @@ func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op)
 	}
 	for k, j := range idx {
 		res[j] = br[k]
+		if i := at[j]; i >= 0 && rules[i].spec.Challenge && rules[i].Algorithm == Distinct {
+			// what the set held (an account's proven networks) is Redis's
+			// alone: the backstop's copy cannot say a value was seen, so
+			// the request is asked for its proof
+			res[j] = OpResult{Challenged: true, Now: br[k].Now}
+		}
 	}
 	return res
 }

@@ -31,7 +31,16 @@ const maxReceipt = 16
 // nothing a later outcome settles (denied, no rule counts failures or
 // successes and none challenged, or the store failed and the backstop
 // decided).
-func (g *Guard) Receipt(d Decision) string {
+func (g *Guard) Receipt(d Decision) string { return g.receipt(d, false) }
+
+// HeldReceipt is the receipt of an attempt settled as Held (a right
+// password waiting for a step-up code given in another request): what
+// its proof settles with [Guard.SettleReceipt] (Success commits and gives
+// back what waited for it), without the failures Held gives back at once.
+func (g *Guard) HeldReceipt(d Decision) string { return g.receipt(d, true) }
+
+// receipt is Receipt, or (held) HeldReceipt.
+func (g *Guard) receipt(d Decision, held bool) string {
 	if !d.Allowed || d.StoreError != nil {
 		return ""
 	}
@@ -44,6 +53,7 @@ func (g *Guard) Receipt(d Decision) string {
 		}
 		kind := ""
 		switch {
+		case r.Count == CountFailures && held && !r.owned:
 		case r.Count == CountFailures && res.taken > 0:
 			kind = "f"
 		case r.Count == CountFailures:

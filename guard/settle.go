@@ -81,8 +81,13 @@ func settleKind(r *rule, res Result, known bool, outcome Outcome) OpKind {
 	switch {
 	case r.Count == CountFailures:
 		switch failed := outcome == Failure || (outcome == Stray && !r.owned); {
-		case outcome == Held:
-			return "" // a failure until the proof
+		case outcome == Held && r.owned:
+			return "" // a failure of the account's until the proof
+		case outcome == Held && res.taken > 0:
+			// a right password is no failure of the address's or the
+			// network's (an office's unanswered challenges must not
+			// count as failed accounts)
+			return Refund
 		case failed && r.Lockout != nil:
 			return Strike
 		case failed:

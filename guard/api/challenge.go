@@ -157,9 +157,22 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 		s.fail(w, rec, rateLimited(d.ChallengedBy, s.challengeRetry(d)))
 		return
 	}
-	// until the code comes back, the attempt's failures stay counted and
-	// what it would prove is not (its receipt commits it with the code)
-	s.settle(ctx, req, d, guard.Held)
+	// What follows outlives a client that hangs up: the attempt is held
+	// and the owner gets the code whether or not the client waits for
+	// its session (a hang-up once the password was checked must not be a
+	// free, silent probe).
+	ctx = context.WithoutCancel(ctx)
+	// Step-up codes go only where a right password was given, and at
+	// most as often as the login.stepup rules say (a holder of the
+	// password must not fill the owner's mailbox).
+	if s.Guard.HasAction("login.stepup") {
+		sreq := guard.Request{Action: "login.stepup", Subject: guard.Subject{Account: account, IP: req.Subject.IP}, Partial: true}
+		if _, p := s.decide(ctx, sreq); p != nil {
+			s.settle(ctx, req, d, guard.Held)
+			s.fail(w, rec, p)
+			return
+		}
+	}
 	session := newSession()
 	key, purpose := s.sessionKey(session)
 	code, err := s.Codes.Issue(ctx, dest, purpose, "")
@@ -170,7 +183,7 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 	var blob []byte
 	if err == nil {
 		blob, err = s.seal(heldLogin{Rule: d.ChallengedBy, Account: account, To: dest.Address, Channel: string(dest.Channel),
-			Receipt: s.Guard.Receipt(d), Presented: presented, Result: res}, key)
+			Receipt: s.Guard.HeldReceipt(d), Presented: presented, Result: res}, key)
 	}
 	if err == nil {
 		err = s.Blobs.Put(ctx, key, blob, s.Codes.TTL())
@@ -184,6 +197,10 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 		s.fail(w, rec, problem("delivery_unavailable", "the step-up code could not be sent; retry later"))
 		return
 	}
+	// until the code comes back, the attempt stays a failure of the
+	// account's, counts as held, and what it would prove is not proven
+	// (its receipt, sealed above, commits it with the code)
+	s.settle(ctx, req, d, guard.Held)
 	s.delivered(ctx, dest)
 	rec.outcome = "challenged"
 	name := "EMAIL_OTP"
@@ -265,8 +282,15 @@ func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
 		refused("session")
 		return
 	}
-	// the code-guessing rules apply, for the address the code went to
-	req, p := s.admit(r, rec, otpRequest("otp.verify", dest, "login"), "destination", dest.Key, errs)
+	// the code-guessing rules on the client's address apply; those on the
+	// address the code went to do not: a stranger who guesses at another
+	// code of that address (a signup's) must not keep the owner from
+	// answering this one, and this code is guessed through its session
+	// only (128 random bits: whoever holds one gave the right password),
+	// burned after otp.maxAttempts wrong guesses
+	vreq := otpRequest("otp.verify", dest, "login")
+	vreq.Subject, vreq.Partial = guard.Subject{}, true
+	req, p := s.admit(r, rec, vreq, "destination", dest.Key, errs)
 	if p != nil {
 		s.fail(w, rec, p)
 		return

@@ -49,6 +49,9 @@ func (s *Server) decide(ctx context.Context, req guard.Request) (guard.Decision,
 	switch {
 	case errors.Is(err, guard.ErrInvalidInput):
 		return d, invalidRequest(map[string]string{"body": reason(err)})
+	case err != nil && ctx.Err() != nil:
+		// the client hung up: not a store failure, and nothing goes on
+		return d, problem("cancelled", "the client closed the request")
 	case err != nil:
 		s.Log.ErrorContext(ctx, "decide", "action", req.Action, "err", err)
 		return d, storeUnavailable()

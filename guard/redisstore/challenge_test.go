@@ -156,7 +156,7 @@ func networksProved(t *testing.T, g *guard.Guard) {
 			t.Fatalf("away, the first time: %+v", d)
 		}
 		settle(away, d, guard.Held)
-		receipt := g.Receipt(d)
+		receipt := g.HeldReceipt(d)
 		if d2 := allow(t, g, away); !d2.Challenged {
 			t.Fatalf("away, asked again before the code: %+v", d2)
 		}
@@ -226,7 +226,7 @@ func heldUntilProven(t *testing.T, g *guard.Guard) {
 		t.Fatalf("network a: challenged by %q, want stepup", challengedBy(d))
 	}
 	settle(a, d, guard.Held)
-	receipt := g.Receipt(d)
+	receipt := g.HeldReceipt(d)
 	// now every login of the account is challenged, home included
 	for _, r := range []guard.Request{b, home, a} {
 		if d := allow(t, g, r); challengedBy(d) != "held" && challengedBy(d) != "stepup,held" {
@@ -243,4 +243,33 @@ func heldUntilProven(t *testing.T, g *guard.Guard) {
 		}
 		settle(r, d, guard.Success)
 	}
+}
+
+// A held attempt's right password is no failure of the client's address
+// or network: an office behind one address whose users leave their
+// step-up codes unanswered is not refused as an address that failed on
+// many accounts (it stays a failure of each account's until proven).
+func TestHeldLoginsAreNoFailuresOfTheAddress(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		g := newGuard(t, newStore(rdb), `
+  - {name: failed-accounts-per-ip, action: login, key: [ip], algorithm: distinct, of: account, count: failures, limit: 3, window: 1h}
+  - {name: per-ip, action: login, key: [ip], count: failures, limit: 3, window: 1h}
+  - {name: per-account, action: login, key: [account], count: failures, limit: 1, window: 1h}
+`)
+		ctx := context.Background()
+		for i := range 5 {
+			r := loginAt(fmt.Sprintf("user%d", i), "192.0.2.50")
+			d := allow(t, g, r)
+			if !d.Allowed {
+				t.Fatalf("user %d behind the office address: %+v", i, d)
+			}
+			if _, err := g.Settle(ctx, r, d, guard.Held); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// each account keeps its held attempt as a failure until proven
+		if d := allow(t, g, loginAt("user0", "192.0.2.51")); d.Allowed || d.DeniedBy != "per-account" {
+			t.Fatalf("user0 elsewhere while its attempt is held: %+v", d)
+		}
+	})
 }

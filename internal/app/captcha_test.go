@@ -210,3 +210,42 @@ func TestATokenIsNotCheckedWithoutItsSpentMark(t *testing.T) {
 		t.Fatalf("the token once Redis answers: %d %s", w.Code, w.Body)
 	}
 }
+
+// TestAStepUpOutlivesAHangUp: the client hangs up once its right
+// password was checked, on a login a step-up rule challenges: the
+// attempt is held and the owner gets the code all the same (the reviewed
+// code stopped on the cancelled context, gave the attempt back and
+// answered 503: a free probe that told the password was right, and the
+// owner never heard of it).
+func TestAStepUpOutlivesAHangUp(t *testing.T) {
+	h := newHarness(t)
+	h.a.mu.Lock()
+	h.a.verified = "owner@example.com"
+	h.a.mu.Unlock()
+	login := func(ctx context.Context, ip string) *httptest.ResponseRecorder {
+		return h.post(ctx, "/v1/login", `{"username":"owner@example.com","password":"correct horse battery staple"}`, ip)
+	}
+	if w := login(context.Background(), "198.51.100.7"); w.Code != 200 || strings.Contains(w.Body.String(), "challenge") {
+		t.Fatalf("the owner at home: %d %s", w.Code, w.Body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.a.mu.Lock()
+	h.a.login = func(context.Context) error { cancel(); return nil } // the client hangs up while the password is checked
+	h.a.mu.Unlock()
+	sent := h.s.sent
+	if w := login(ctx, "203.0.113.7"); strings.Contains(w.Body.String(), "authenticated") {
+		t.Fatalf("a hung-up login from a new network: %d %s", w.Code, w.Body)
+	}
+	h.a.mu.Lock()
+	h.a.login = func(context.Context) error { return nil }
+	h.a.mu.Unlock()
+	h.s.mu.Lock()
+	codes := h.s.sent - sent
+	h.s.mu.Unlock()
+	if codes != 1 {
+		t.Fatalf("%d step-up codes sent to the owner for the hung-up login, want 1", codes)
+	}
+	if w := login(context.Background(), "198.51.100.8"); !strings.Contains(w.Body.String(), `"challenge"`) {
+		t.Fatalf("the owner at home after the held login: %d %s", w.Code, w.Body)
+	}
+}

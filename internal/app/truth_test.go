@@ -26,7 +26,8 @@ type auth struct {
 	login      func(ctx context.Context) error
 	signup     error
 	attributes map[string]string
-	signups    int // accounts made
+	signups    int    // accounts made
+	verified   string // the verified email a login answers, if any
 }
 
 func (a *auth) Login(ctx context.Context, _ guard.Login) (guard.LoginResult, error) {
@@ -36,7 +37,9 @@ func (a *auth) Login(ctx context.Context, _ guard.Login) (guard.LoginResult, err
 	if err := f(ctx); err != nil {
 		return guard.LoginResult{}, err
 	}
-	return guard.LoginResult{Fields: map[string]any{"ok": true}}, nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return guard.LoginResult{Fields: map[string]any{"ok": true}, VerifiedEmail: a.verified}, nil
 }
 
 func (a *auth) SignUp(_ context.Context, s guard.SignUp) error {

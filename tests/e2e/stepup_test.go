@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 )
 
 // The default login rules against an attacker who adapts, over HTTP on
@@ -41,7 +47,9 @@ func TestAChallengedLoginCommitsNothingUntilItIsProven(t *testing.T) {
 			if r := s.login(t, owner, goodPassword, "61.230.0.1"); r.status != 200 || r.str("status") != "authenticated" {
 				t.Fatalf("the owner at home: %d %s", r.status, r.raw)
 			}
-			for i, ip := range []string{"61.231.0.1", "61.231.0.2", "61.231.0.3", "61.231.9.9"} {
+			// (three: with the owner's two below, the five step-up codes
+			// an hour stepup-codes-per-account allows)
+			for i, ip := range []string{"61.231.0.1", "61.231.0.2", "61.231.9.9"} {
 				r := s.login(t, owner, goodPassword, ip)
 				if r.status != 200 || r.str("status") != "challenge" || r.str("token") != "" || r.str("deviceToken") != "" ||
 					r.header.Get("Set-Cookie") != "" {
@@ -60,7 +68,10 @@ func TestAChallengedLoginCommitsNothingUntilItIsProven(t *testing.T) {
 					t.Fatalf("the owner from a proven network (%s): %d %s", ip, r.status, r.raw)
 				}
 			}
-			if r := s.login(t, owner, goodPassword, "61.231.0.4"); r.status != 200 || r.str("status") != "challenge" {
+			// (a challenge, or past the hour's five step-up codes a 429:
+			// never the account)
+			if r := s.login(t, owner, goodPassword, "61.231.0.4"); r.str("status") == "authenticated" || r.str("token") != "" ||
+				(r.str("status") != "challenge" && r.str("rule") != "stepup-codes-per-account") {
 				t.Fatalf("the stranger's /16 after the owner's proofs: %d %s", r.status, r.raw)
 			}
 		})
@@ -132,5 +143,109 @@ func TestAQuietNetworkIsAskedNotRefused(t *testing.T) {
 				t.Fatalf("the third person: %d %s", r.status, r.raw)
 			}
 		})
+	}
+}
+
+// halfClosedLogin sends a login and shuts the connection's write side at
+// once (the server's request context ends), then reads the answer.
+func (s *server) halfClosedLogin(t *testing.T, user, pass, ip string) (int, string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"username":%q,"password":%q}`, user, pass)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Forwarded-For: %s\r\nContent-Length: %d\r\n\r\n%s", ip, len(body), body)
+	_ = conn.(*net.TCPConn).CloseWrite()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAHalfClosedLoginIsNoFreeProbe: a client that half-closes its
+// connection (the server's request context ends, the client still reads
+// the answer) learns nothing and gets no token: its request stops before
+// the password is checked (499), or, when the password was already
+// checked, it is held as any other (a challenge: the owner is sent the
+// code and the account's next untrusted login is challenged). The
+// reviewed server answered 503 and counted nothing (a silent, free probe
+// of network after network), and on a process that had not yet seen the
+// account let the backstop admit it.
+func TestAHalfClosedLoginIsNoFreeProbe(t *testing.T) {
+	s := start(t, backends()[0].redisURL, behindProxy+"store: {timeout: 2s}\n")
+	const owner = "halfclose@example.com"
+	s.register(t, owner, goodPassword, "61.40.0.1")
+	if r := s.login(t, owner, goodPassword, "61.40.0.1"); r.str("status") != "authenticated" {
+		t.Fatalf("the owner at home: %d %s", r.status, r.raw)
+	}
+	held := 0
+	for i := range 5 {
+		status, body := s.halfClosedLogin(t, owner, goodPassword, fmt.Sprintf("61.%d.0.1", 41+i))
+		switch {
+		case status == 499 && strings.Contains(body, `"cancelled"`):
+		case status == 200 && strings.Contains(body, `"challenge"`):
+			held++
+		default:
+			t.Fatalf("half-closed login %d: %d %s", i, status, body)
+		}
+	}
+	if held > 0 {
+		if r := s.login(t, owner, goodPassword, "61.40.0.2"); r.str("status") != "challenge" {
+			t.Fatalf("the owner at home after %d held half-closed logins: %d %s", held, r.status, r.raw)
+		}
+	}
+	t.Logf("5 half-closed right passwords: %d held, %d stopped before the password was checked", held, 5-held)
+}
+
+// TestAStrangersGuessesDoNotKeepTheOwnerFromTheirCode: a stranger makes
+// a code pending for the owner's address (a signup) and guesses at it
+// until the address's verify rule locks; the owner, challenged at login,
+// still answers their step-up code (the reviewed server answered 429 for
+// an hour: the step-up's guesses shared the address's verify budget).
+func TestAStrangersGuessesDoNotKeepTheOwnerFromTheirCode(t *testing.T) {
+	s := start(t, backends()[0].redisURL, behindProxy+"store: {timeout: 2s}\n")
+	const owner = "busy@example.com"
+	s.register(t, owner, goodPassword, "61.50.0.1")
+	if r := s.login(t, owner, goodPassword, "61.50.0.1"); r.str("status") != "authenticated" {
+		t.Fatalf("the owner at home: %d %s", r.status, r.raw)
+	}
+	for range 2 {
+		if r := s.signup(t, owner, "a stranger's passphrase", "62.50.0.1"); r.status != 202 {
+			t.Fatalf("the stranger's signup: %d %s", r.status, r.raw)
+		}
+		for i := range 5 {
+			s.post(t, "/v1/otp/verify", map[string]string{"to": owner, "purpose": "signup", "code": fmt.Sprintf("%06d", i)}, "X-Forwarded-For", fmt.Sprintf("62.50.%d.1", i))
+		}
+	}
+	r := s.login(t, owner, goodPassword, "61.51.0.1") // a new network: challenged
+	if got := s.stepUp(t, r, owner); got.str("token") == "" {
+		t.Fatalf("the released login: %s", got.raw)
+	}
+}
+
+// TestStepUpCodesAreBounded: whoever holds the password cannot fill the
+// owner's mailbox with step-up codes (the reviewed server sent 60 in 15
+// seconds): five an hour, then 429.
+func TestStepUpCodesAreBounded(t *testing.T) {
+	s := start(t, backends()[0].redisURL, behindProxy+"store: {timeout: 2s}\n")
+	const owner = "flooded@example.com"
+	s.register(t, owner, goodPassword, "61.60.0.1")
+	s.login(t, owner, goodPassword, "61.60.0.1")
+	before := len(s.messages(t))
+	var last reply
+	for i := range 12 {
+		last = s.login(t, owner, goodPassword, fmt.Sprintf("62.%d.0.1", 60+i))
+	}
+	if n := len(s.messages(t)) - before; n != 5 {
+		t.Fatalf("%d step-up codes for 12 right passwords from 12 networks, want 5", n)
+	}
+	if last.status != 429 || last.str("rule") != "stepup-codes-per-account" {
+		t.Fatalf("the twelfth: %d %s", last.status, last.raw)
 	}
 }

@@ -1,0 +1,58 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/memstore"
+)
+
+// A client that hangs up is not a store that fails: a decision whose
+// caller's context ended is no decision (an error), never the backstop's.
+// The reviewed code took the cancelled store call for an outage and let
+// the backstop, which had no state for the account, admit a login that a
+// step-up rule would have challenged: a token for a half-closed request.
+func TestAHangUpIsNoStoreFailure(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		cfg := config(t, "store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n"+networksRule)
+		g, err := guard.New(cfg, newStore(rdb), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		home, away := loginAt("owner", "198.18.0.1"), loginAt("owner", "203.0.113.1")
+		d := allow(t, g, home)
+		if _, err := g.Settle(context.Background(), home, d, guard.Success); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		d, err = g.Allow(ctx, away)
+		if !errors.Is(err, context.Canceled) || d.Allowed {
+			t.Fatalf("a hung-up request: %+v, %v; want no decision and context.Canceled", d, err)
+		}
+		if d := allow(t, g, away); !d.Challenged {
+			t.Fatalf("the next request from the new network: %+v", d)
+		}
+	})
+}
+
+// When the store fails, the backstop's copy cannot say what a distinct
+// challenge rule's set held (the networks an account proved): the request
+// is asked for its proof, never let in on an empty copy (a fresh process
+// with Redis down let a right password in from any network).
+func TestAStoreOutageAsksForTheProofOfASetItCannotSee(t *testing.T) {
+	cfg := config(t, "store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n"+networksRule+
+		"  - {name: per-account-ip, action: login, key: [account, ip], count: failures, limit: 5, window: 15m, onStoreError: allow}\n")
+	g, err := guard.New(cfg, failing{}, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := g.Allow(context.Background(), loginAt("owner", "203.0.113.1"))
+	if err != nil || d.StoreError == nil || !d.Allowed || !d.Challenged || d.ChallengedBy != "stepup" {
+		t.Fatalf("with the store down: %+v, %v; want a challenge by stepup", d, err)
+	}
+}
