@@ -155,7 +155,7 @@ func TestResourcesAreHardened(t *testing.T) {
 			}
 		}
 	}
-	for typ, n := range map[string]int{"AWS::Lambda::Function": 9, "AWS::ElastiCache::UserGroup": 1, "AWS::EC2::SecurityGroup": 3, "AWS::EC2::VPCEndpoint": 3, "AWS::Logs::LogGroup": 10, "AWS::Lambda::Permission": 14, "AWS::KMS::Key": 1} {
+	for typ, n := range map[string]int{"AWS::Lambda::Function": 9, "AWS::ElastiCache::UserGroup": 1, "AWS::EC2::SecurityGroup": 3, "AWS::EC2::VPCEndpoint": 6, "AWS::Logs::LogGroup": 10, "AWS::Lambda::Permission": 14, "AWS::KMS::Key": 1} {
 		if counts[typ] != n {
 			t.Errorf("%d %s, want %d", counts[typ], typ, n)
 		}
@@ -216,7 +216,7 @@ func TestTheTriggersAreWiredIntoThePool(t *testing.T) {
 	}
 
 	existing := newStack(t, "CreateUserPool", "false", "ExistingUserPoolId", region+"_AbCdEf", "ExistingUserPoolClientId", "1example23456789",
-		"UserPoolWafRateLimit", "300")
+		"UserPoolWafRateLimit", "300", "WafExemptCidrs", "203.0.113.7/32")
 	want := "arn:aws:cognito-idp:" + region + ":" + account + ":userpool/" + region + "_AbCdEf"
 	for _, p := range []string{"CognitoSendPermission", "CognitoAuthPermission"} {
 		if got := scalar(existing.resource(p)["Properties"].(map[string]any)["SourceArn"]); got != want {
