@@ -18,6 +18,10 @@ import (
 // address) would remove nothing. An attempt receipt is a receipt whose
 // entries may carry that member as a fifth field.
 
+// attemptClockSlack is how far two processes' estimates of the store's
+// clock may be apart for SettleAttempt (see there).
+const attemptClockSlack = time.Second
+
 // AttemptReceipt is what settling d later needs, members included, or ""
 // when d took nothing that a success gives back (denied, no
 // failure-counting rule took, or the store failed and the backstop
@@ -80,6 +84,17 @@ func (g *Guard) SettleAttempt(ctx context.Context, receipt string, outcome Outco
 			continue
 		}
 		op := Op{Kind: kind, Spec: r.spec, Tag: f[1], Cost: units, At: time.UnixMicro(at)}
+		if r.Algorithm == FixedWindow {
+			// A fixed window ignores a refund of a take older than the
+			// window's start, which it reckons from the settling call's
+			// clock within 2 ms; the attempt was taken by another process
+			// (PreAuthentication's), whose estimate of the server's clock
+			// may differ by more where scripts may not read TIME: a refund
+			// seconds later then went nowhere. The take is named as of a
+			// second later: only a window started within that second after
+			// it is mistaken for its own.
+			op.At = op.At.Add(attemptClockSlack)
+		}
 		if len(f) == 5 {
 			if r.Algorithm != Distinct || len(f[4]) != 11 {
 				continue // another rule of that name now, or not ours
