@@ -479,7 +479,9 @@ func templateDefaults(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tmpl struct{ Parameters map[string]struct{ Default any } }
+	var tmpl struct {
+		Parameters map[string]struct{ Default any }
+	}
 	if err := json.Unmarshal(out, &tmpl); err != nil {
 		t.Fatal(err)
 	}
