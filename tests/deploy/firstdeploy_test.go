@@ -283,3 +283,27 @@ func TestTheDocumentedPoolUpdateIsOneCognitoTakes(t *testing.T) {
 		}
 	}
 }
+
+// TestCORSOriginsAreOnesAPIGatewayTakes: the API allows credentials (the
+// device cookie), and API Gateway refuses "*" with them at deploy time;
+// the parameter refuses it first, and anything but origins.
+func TestCORSOriginsAreOnesAPIGatewayTakes(t *testing.T) {
+	for v, ok := range map[string]bool{"": true, "https://app.example.com": true, "https://app.example.com,http://localhost:3000": true,
+		"*": false, "https://*.example.com": false, "https://app.example.com/": false, "app.example.com": false, "https://a.example.com, https://b.example.com": false} {
+		_, refused := newStackOrRefusals(t, "AllowedOrigins", v)
+		if got := len(refused) == 0; got != ok {
+			t.Errorf("AllowedOrigins=%q: accepted %v, want %v (%v)", v, got, ok, refused)
+		}
+	}
+}
+
+// TestTheSendCapCoversEverySender: SendReservedConcurrency caps the
+// provider spend, and the Cognito custom sender spends too.
+func TestTheSendCapCoversEverySender(t *testing.T) {
+	s := newStack(t, "SendReservedConcurrency", "20", "ReservedConcurrency", "50")
+	for fn, want := range map[string]string{"SendFunction": "20", "CognitoSendFunction": "20", "LoginFunction": "50", "CognitoAuthFunction": "50"} {
+		if got := scalar(s.resource(fn)["Properties"].(map[string]any)["ReservedConcurrentExecutions"]); got != want {
+			t.Errorf("%s: reserved concurrency %s, want %s", fn, got, want)
+		}
+	}
+}
