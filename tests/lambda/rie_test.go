@@ -319,7 +319,22 @@ func TestEveryFunctionUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 					if strings.HasPrefix(file, "cognito/") && round == "warm" {
 						continue // each trigger sample is a distinct event; retries below
 					}
+					before := len(e.out.String())
 					body, isErr := e.invoke(t, id, event)
+					if round == "warm" {
+						// what this request writes to the function's log group
+						// (Lambda's START/END/REPORT lines included, the
+						// emulator's own "(rapid)" lines not): the cost table's
+						// log volume (go test -v)
+						out, _ := e.out.WaitFor("REPORT RequestId: "+id, 3*time.Second)
+						n := 0
+						for line := range strings.Lines(out[before:]) {
+							if !strings.Contains(line, "(rapid)") {
+								n += len(line)
+							}
+						}
+						t.Logf("%s: %d bytes of log for one warm request", file, n)
+					}
 					if isErr {
 						t.Fatalf("%s (%s): the function failed: %s\n%s", file, round, body, e.out.String())
 					}
