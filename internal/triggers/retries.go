@@ -14,11 +14,13 @@ import (
 // tries in all): a custom sender whose first try is slow (a cold start in
 // the VPC reading its secrets and config, a TLS handshake to Redis, a
 // slow provider) would send the code again, and count it again. Each
-// custom sender's event is marked in Redis before it is acted on, under a
-// keyed hash of the pool, the user, the trigger source and the decrypted
-// code (a resend carries a new code, so it is a new event): a second
-// event with the same mark within retryTTL sends nothing and counts
-// nothing. A try that fails with an error (a provider outage, a store
+// custom sender's event is marked in Redis before it is acted on (before
+// its code is even decrypted), under a keyed hash of the pool, the user,
+// the trigger source and the encrypted code: Cognito's retry carries the
+// same message, and any other event a new one (a resend's new code, and
+// even the same code encrypted again: the Encryption SDK draws a fresh
+// data key and IV per message). A second event with the same mark within
+// retryTTL sends nothing and counts nothing. A try that fails with an error (a provider outage, a store
 // error) removes its mark, so that Cognito's next try does the work; a
 // try that Lambda ends at its timeout leaves the mark, and the code is
 // then not sent at all: at most once, never twice (the user asks for
@@ -31,9 +33,9 @@ type retries struct {
 	key []byte // derived from the deployment secret: "cognito retries"
 }
 
-func (r *retries) markKey(pool, user, source, code string) string {
+func (r *retries) markKey(pool, user, source, encryptedCode string) string {
 	m := hmac.New(sha256.New, r.key)
-	m.Write([]byte(pool + "\x00" + user + "\x00" + source + "\x00" + code))
+	m.Write([]byte(pool + "\x00" + user + "\x00" + source + "\x00" + encryptedCode))
 	return "og:{" + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16]) + "}:rt"
 }
 

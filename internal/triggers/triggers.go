@@ -161,22 +161,12 @@ func (h *Handler) send(ctx context.Context, s *api.Server, ev event, kind, sourc
 	if m.To == "" {
 		return fmt.Errorf("triggers: %s without the user's %s", ev.TriggerSource, map[guard.Channel]string{guard.SMS: "phone_number", guard.Email: "email"}[m.Channel])
 	}
-	if ev.Request.Code != nil && *ev.Request.Code != "" {
-		code, err := h.decrypt(ctx, *ev.Request.Code)
-		if err != nil {
-			return err
-		}
-		m.Code = code
-		if source == "AdminCreateUser" {
-			// Cognito HTML-escapes temporary passwords
-			m.Code = html.UnescapeString(m.Code)
-		}
-	} else if source != "AccountTakeOverNotification" {
-		return fmt.Errorf("triggers: %s without a code", ev.TriggerSource)
-	}
-	if m.Code != "" && h.Redis != nil {
+	if ev.Request.Code != nil && *ev.Request.Code != "" && h.Redis != nil {
+		// Cognito's retry of this event carries the same encrypted code;
+		// another event, a new encryption (the Encryption SDK draws a new
+		// data key and IV for each), even of the same code
 		r := retries{rdb: h.Redis, key: s.Guard.Derive("cognito retries")}
-		mark := r.markKey(ev.UserPoolID, ev.UserName, ev.TriggerSource, m.Code)
+		mark := r.markKey(ev.UserPoolID, ev.UserName, ev.TriggerSource, *ev.Request.Code)
 		first, merr := r.first(ctx, mark)
 		if merr != nil {
 			h.Log.WarnContext(ctx, "mark a custom sender's event", "err", merr)
@@ -192,6 +182,19 @@ func (h *Handler) send(ctx context.Context, s *api.Server, ev event, kind, sourc
 				}
 			}
 		}()
+	}
+	if ev.Request.Code != nil && *ev.Request.Code != "" {
+		code, err := h.decrypt(ctx, *ev.Request.Code)
+		if err != nil {
+			return err
+		}
+		m.Code = code
+		if source == "AdminCreateUser" {
+			// Cognito HTML-escapes temporary passwords
+			m.Code = html.UnescapeString(m.Code)
+		}
+	} else if source != "AccountTakeOverNotification" {
+		return fmt.Errorf("triggers: %s without a code", ev.TriggerSource)
 	}
 	err = s.CognitoSend(ctx, m)
 	var denied *api.Denied
