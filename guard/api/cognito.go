@@ -338,10 +338,11 @@ func (s *Server) CognitoPostAuthentication(ctx context.Context, receipts ...stri
 	return errors.Join(errs...)
 }
 
-// CognitoConfirmed settles, as verified, the receipt of the last sign-up
-// (or, for a confirmed password reset, reset) message a custom sender
-// delivered to the address (PostConfirmation). Without one (the pool
-// sends its own messages) there is nothing to settle.
+// CognitoConfirmed settles, as verified, the receipts of the sign-up (or,
+// for a confirmed password reset, reset) messages a custom sender
+// delivered to the address (PostConfirmation): the first code and every
+// resend. Without one (the pool sends its own messages) there is nothing
+// to settle.
 func (s *Server) CognitoConfirmed(ctx context.Context, reset bool, email, phone string) error {
 	if s.Blobs == nil {
 		return nil
