@@ -150,7 +150,7 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 			}
 			return deniedFor(d, p)
 		}
-		receipt = s.Guard.Receipt(d)
+		receipt = s.Guard.AttemptReceipt(d)
 	}
 	msg, err := s.cognitoMessage(dest, purpose, m)
 	if err == nil {
@@ -168,11 +168,33 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 	if receipt != "" && s.Blobs != nil {
 		// PostConfirmation settles it as verified (the budgets that follow
 		// verified traffic); Cognito's sign-up codes live 24 hours
-		if err := s.Blobs.Put(ctx, s.receiptKey(dest, purpose), []byte(receipt), 24*time.Hour); err != nil {
+		if err := s.keepReceipt(ctx, s.receiptKey(dest, purpose), receipt); err != nil {
 			s.Log.WarnContext(ctx, "keep the receipt of a Cognito message", "err", err)
 		}
 	}
 	return nil
+}
+
+// maxKeptEntries bounds the receipt entries kept per address and purpose:
+// the daily send limits keep real users far below it.
+const maxKeptEntries = 64
+
+// keepReceipt adds a message's receipt to those kept under key, so that
+// the confirmation settles every message sent for it (a sign-up's code
+// and each resend), not only the last. Receipts are lists of entries, so
+// two joined with a space are one receipt naming both. Two sends for one
+// address at the same instant may keep only one of the two (the other
+// stays unverified, the safe side).
+func (s *Server) keepReceipt(ctx context.Context, key, receipt string) error {
+	kept, _, err := s.Blobs.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	entries := append(strings.Fields(string(kept)), strings.Fields(receipt)...)
+	if len(entries) > maxKeptEntries {
+		entries = entries[len(entries)-maxKeptEntries:]
+	}
+	return s.Blobs.Put(ctx, key, []byte(strings.Join(entries, " ")), 24*time.Hour)
 }
 
 // triggerAdmits reports whether a trigger lets decision d through: a
@@ -182,8 +204,8 @@ func (s *Server) triggerAdmits(d guard.Decision) bool {
 	return d.Allowed && (!d.Challenged || d.Fallback == "allow")
 }
 
-// receiptKey is the Redis key of the receipt of the last message of
-// purpose sent to dest through a custom sender (a keyed hash of both).
+// receiptKey is the Redis key of the receipts of the messages of purpose
+// sent to dest through a custom sender (a keyed hash of both).
 func (s *Server) receiptKey(dest guard.Destination, purpose string) string {
 	m := hmac.New(sha256.New, s.Guard.Derive("cognito receipts"))
 	m.Write([]byte(purpose + "\x00" + dest.Key))
@@ -266,17 +288,23 @@ func (s *Server) triggerDecide(ctx context.Context, rec *record, req guard.Reque
 }
 
 // CognitoPreAuthentication admits a sign-in attempt on the login rules
-// keyed on the account and counts it as a failure until
-// CognitoPostAuthentication gives it back (a wrong password never reaches
-// that trigger, so it stays a failure, lockouts included). A denial is
-// *Denied.
-func (s *Server) CognitoPreAuthentication(ctx context.Context, sub TriggerSubject) error {
+// and counts it as a failure until CognitoPostAuthentication gives it
+// back (a wrong password never reaches that trigger, so it stays a
+// failure, lockouts included). receipt is what giving it back takes
+// (guard.AttemptReceipt: every rule the attempt counted on, those keyed on
+// the client address and its networks included; "" when it took nothing
+// to give back): Cognito passes PostAuthentication no client metadata,
+// so the caller keeps it until then. A denial is *Denied.
+func (s *Server) CognitoPreAuthentication(ctx context.Context, sub TriggerSubject) (receipt string, err error) {
 	rec := newRecord("login")
 	defer s.logDecision(ctx, rec)
-	err := s.triggerDecide(ctx, rec, guard.Request{Action: "login"}, sub)
+	err = s.triggerDecide(ctx, rec, guard.Request{Action: "login"}, sub)
 	var denied *Denied
+	if err == nil {
+		return s.Guard.AttemptReceipt(rec.decision), nil
+	}
 	if !errors.As(err, &denied) {
-		return err
+		return "", err
 	}
 	// The failures reached a limit. /v1/login learns of each failure
 	// (its Settle starts a rule's lockout); a trigger never does, since a
@@ -294,27 +322,27 @@ func (s *Server) CognitoPreAuthentication(ctx context.Context, sub TriggerSubjec
 				d.RetryAfter = l.RetryAfter
 			}
 		}
-		return deniedFor(d, nil)
+		return "", deniedFor(d, nil)
 	}
-	return err
+	return "", err
 }
 
-// CognitoPostAuthentication settles the attempt PreAuthentication
-// counted as a success.
-func (s *Server) CognitoPostAuthentication(ctx context.Context, sub TriggerSubject) error {
-	a, err := guard.ParseAccount(sub.Account)
-	if err != nil {
-		return fmt.Errorf("api: post authentication: %w", err)
+// CognitoPostAuthentication settles, as successes, the attempts whose
+// receipts CognitoPreAuthentication gave (the caller found which; see
+// internal/triggers): each rule gets back exactly what the attempt took.
+func (s *Server) CognitoPostAuthentication(ctx context.Context, receipts ...string) error {
+	var errs []error
+	for _, r := range receipts {
+		errs = append(errs, s.Guard.SettleAttempt(context.WithoutCancel(ctx), r, guard.Success))
 	}
-	req := guard.Request{Action: "login", Subject: guard.Subject{Account: a, IP: sub.IP}, Partial: true}
-	_, err = s.Guard.Settle(context.WithoutCancel(ctx), req, guard.Decision{}, guard.Success)
-	return err
+	return errors.Join(errs...)
 }
 
-// CognitoConfirmed settles, as verified, the receipt of the last sign-up
-// (or, for a confirmed password reset, reset) message a custom sender
-// delivered to the address (PostConfirmation). Without one (the pool
-// sends its own messages) there is nothing to settle.
+// CognitoConfirmed settles, as verified, the receipts of the sign-up (or,
+// for a confirmed password reset, reset) messages a custom sender
+// delivered to the address (PostConfirmation): the first code and every
+// resend. Without one (the pool sends its own messages) there is nothing
+// to settle.
 func (s *Server) CognitoConfirmed(ctx context.Context, reset bool, email, phone string) error {
 	if s.Blobs == nil {
 		return nil
@@ -342,7 +370,7 @@ func (s *Server) CognitoConfirmed(ctx context.Context, reset bool, email, phone 
 			errs = append(errs, err) // !deleted: another confirmation settled it
 			continue
 		}
-		errs = append(errs, s.Guard.SettleReceipt(context.WithoutCancel(ctx), strings.TrimSpace(string(receipt)), guard.Success))
+		errs = append(errs, s.Guard.SettleAttempt(context.WithoutCancel(ctx), strings.TrimSpace(string(receipt)), guard.Success))
 	}
 	return errors.Join(errs...)
 }

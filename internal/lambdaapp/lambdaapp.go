@@ -45,6 +45,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
@@ -94,7 +95,9 @@ type Parts struct {
 	Auth func(getenv func(string) string, allowLocal bool, clientSecret func() (string, error)) (api.Authenticator, func() error, error)
 	// Trigger builds the Cognito triggers' handler (internal/triggers) on
 	// the API in force.
-	Trigger func(getenv func(string) string, cfg aws.Config, server func() *api.Server, log *slog.Logger) (TriggerFunc, error)
+	// rdb is the function's Redis client (the triggers keep sign-ins
+	// between PreAuthentication and PostAuthentication, and retry marks).
+	Trigger func(getenv func(string) string, cfg aws.Config, rdb redis.UniversalClient, server func() *api.Server, log *slog.Logger) (TriggerFunc, error)
 }
 
 // TriggerFunc answers one Cognito trigger event.
@@ -356,7 +359,7 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 		if p.Trigger == nil {
 			return nil, fmt.Errorf("function %s answers Cognito's triggers but was built without them", fn.Name)
 		}
-		if rt.trigger, err = p.Trigger(getenv, awsCfg, func() *api.Server { return rt.app.Server() }, log); err != nil {
+		if rt.trigger, err = p.Trigger(getenv, awsCfg, rdb, func() *api.Server { return rt.app.Server() }, log); err != nil {
 			return nil, failed("the triggers' settings", err)
 		}
 	}

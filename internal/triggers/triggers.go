@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
@@ -54,11 +55,19 @@ type Handler struct {
 	// Timeout bounds an invocation's own work (each Redis and AWS call
 	// has its own, shorter bound): Cognito waits 5 seconds.
 	Timeout time.Duration
+	// Redis keeps the sign-ins between PreAuthentication and
+	// PostAuthentication (signins.go) and the custom senders' retry marks
+	// (retries.go): the function's own client, as the stack's cache user.
+	Redis redis.UniversalClient
 }
+
+// redisTimeout bounds each of the handler's own Redis calls.
+const redisTimeout = time.Second
 
 // event is the part of every trigger's event the handler reads.
 type event struct {
 	TriggerSource string `json:"triggerSource"`
+	UserPoolID    string `json:"userPoolId"`
 	UserName      string `json:"userName"`
 	CallerContext struct {
 		ClientID string `json:"clientId"`
@@ -97,13 +106,27 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (json.RawMess
 	case "PreSignUp":
 		err = s.CognitoSignUp(ctx, sub, attrs["email"], attrs["phone_number"])
 	case "PreAuthentication":
-		err = s.CognitoPreAuthentication(ctx, sub)
+		var receipt string
+		if receipt, err = s.CognitoPreAuthentication(ctx, sub); err == nil && h.Redis != nil {
+			// kept for PostAuthentication, which Cognito gives no client
+			// metadata: without it the attempt stays a failure (safe side)
+			if kerr := h.signIns(s).keep(ctx, ev.UserPoolID, ev.UserName, receipt); kerr != nil {
+				h.Log.WarnContext(ctx, "keep a sign-in attempt for PostAuthentication", "err", kerr)
+			}
+		}
 	case "PostAuthentication":
-		if err = s.CognitoPostAuthentication(ctx, sub); err != nil {
+		var receipts []string
+		var terr error
+		if h.Redis != nil {
+			receipts, terr = h.signIns(s).take(ctx, ev.UserPoolID, ev.UserName)
+		}
+		if terr == nil {
+			terr = s.CognitoPostAuthentication(ctx, receipts...)
+		}
+		if terr != nil {
 			// the password was right: an error here would fail the
 			// sign-in; the attempt stays counted as a failure instead
-			h.Log.WarnContext(ctx, "give back a sign-in attempt", "err", err)
-			err = nil
+			h.Log.WarnContext(ctx, "give back a sign-in attempt", "err", terr)
 		}
 	case "PostConfirmation":
 		email, phone := attrs["email"], attrs["phone_number"]
@@ -125,7 +148,7 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (json.RawMess
 
 // send decrypts and delivers a custom sender's message. A denial is logged
 // and answered normally (Cognito shows no error for these triggers).
-func (h *Handler) send(ctx context.Context, s *api.Server, ev event, kind, source string, sub api.TriggerSubject) error {
+func (h *Handler) send(ctx context.Context, s *api.Server, ev event, kind, source string, sub api.TriggerSubject) (err error) {
 	if _, ok := api.CognitoPurpose(source); !ok {
 		return fmt.Errorf("triggers: %s source %q is not one Cognito sends", kind, source)
 	}
@@ -137,6 +160,28 @@ func (h *Handler) send(ctx context.Context, s *api.Server, ev event, kind, sourc
 	}
 	if m.To == "" {
 		return fmt.Errorf("triggers: %s without the user's %s", ev.TriggerSource, map[guard.Channel]string{guard.SMS: "phone_number", guard.Email: "email"}[m.Channel])
+	}
+	if ev.Request.Code != nil && *ev.Request.Code != "" && h.Redis != nil {
+		// Cognito's retry of this event carries the same encrypted code;
+		// another event, a new encryption (the Encryption SDK draws a new
+		// data key and IV for each), even of the same code
+		r := retries{rdb: h.Redis, key: s.Guard.Derive("cognito retries")}
+		mark := r.markKey(ev.UserPoolID, ev.UserName, ev.TriggerSource, *ev.Request.Code)
+		first, merr := r.first(ctx, mark)
+		if merr != nil {
+			h.Log.WarnContext(ctx, "mark a custom sender's event", "err", merr)
+		}
+		if !first {
+			h.Log.InfoContext(ctx, "a retried custom sender event: already handled", "trigger", ev.TriggerSource)
+			return nil
+		}
+		defer func() {
+			if err != nil && merr == nil {
+				if ferr := r.forget(ctx, mark); ferr != nil {
+					h.Log.WarnContext(ctx, "forget a failed custom sender event's mark", "err", ferr)
+				}
+			}
+		}()
 	}
 	if ev.Request.Code != nil && *ev.Request.Code != "" {
 		code, err := h.decrypt(ctx, *ev.Request.Code)
@@ -151,12 +196,18 @@ func (h *Handler) send(ctx context.Context, s *api.Server, ev event, kind, sourc
 	} else if source != "AccountTakeOverNotification" {
 		return fmt.Errorf("triggers: %s without a code", ev.TriggerSource)
 	}
-	err := s.CognitoSend(ctx, m)
+	err = s.CognitoSend(ctx, m)
 	var denied *api.Denied
 	if errors.As(err, &denied) {
 		return nil // logged and counted as a denial by the API
 	}
 	return err
+}
+
+// signIns is the store of the sign-ins between PreAuthentication and
+// PostAuthentication.
+func (h *Handler) signIns(s *api.Server) *signIns {
+	return &signIns{rdb: h.Redis, key: s.Guard.Derive("cognito sign-ins"), now: time.Now}
 }
 
 // decrypt opens a code: an error never carries the ciphertext.
@@ -228,8 +279,8 @@ func (k KMSClient) Decrypt(ctx context.Context, keyID string, blob []byte, ec ma
 // COGNITO_KMS_KEY_ARN (the custom senders' key; "" in the auth triggers'
 // function) and COGNITO_TRUSTED_CLIENTS (app client ids, comma-separated,
 // whose callers may pass otpguard:ip).
-func Build(getenv func(string) string, cfg aws.Config, server func() *api.Server, log *slog.Logger) (lambdaapp.TriggerFunc, error) {
-	h := &Handler{Server: server, Log: log, KeyARN: getenv("COGNITO_KMS_KEY_ARN"), Timeout: 4500 * time.Millisecond}
+func Build(getenv func(string) string, cfg aws.Config, rdb redis.UniversalClient, server func() *api.Server, log *slog.Logger) (lambdaapp.TriggerFunc, error) {
+	h := &Handler{Server: server, Log: log, KeyARN: getenv("COGNITO_KMS_KEY_ARN"), Timeout: 4500 * time.Millisecond, Redis: rdb}
 	for c := range strings.SplitSeq(getenv("COGNITO_TRUSTED_CLIENTS"), ",") {
 		if c = strings.TrimSpace(c); c != "" {
 			h.TrustedClients = append(h.TrustedClients, c)

@@ -66,16 +66,36 @@ func newStack(t *testing.T, set ...string) *stack {
 	for i := 0; i+1 < len(set); i += 2 {
 		s.params[set[i]] = set[i+1]
 	}
-	for name, p := range s.tmpl["Parameters"].(map[string]any) {
-		pat, _ := p.(map[string]any)["AllowedPattern"].(string)
-		if v, ok := s.params[name]; ok && pat != "" && !regexp.MustCompile(pat).MatchString(v) {
-			t.Fatalf("parameter %s=%q does not match its AllowedPattern %s: CloudFormation would refuse the stack", name, v, pat)
-		}
+	if refused := s.refusals(); len(refused) > 0 {
+		t.Fatalf("CloudFormation would refuse the stack: %s", strings.Join(refused, "; "))
 	}
 	for name := range s.tmpl["Conditions"].(map[string]any) {
 		s.condition(name)
 	}
 	return s
+}
+
+// newStackOrRefusals is newStack for a parameter set CloudFormation may
+// refuse: the stack, or what refuses it.
+func newStackOrRefusals(t *testing.T, set ...string) (*stack, []string) {
+	t.Helper()
+	s := &stack{t: t, tmpl: translatedTemplate(t), params: map[string]string{}, conditions: map[string]bool{}}
+	for name, p := range s.tmpl["Parameters"].(map[string]any) {
+		if def, ok := p.(map[string]any)["Default"]; ok {
+			s.params[name] = scalar(def)
+		}
+	}
+	s.params["VpcId"], s.params["SubnetIds"], s.params["SenderEmail"] = "vpc-0a1b2c3d", "subnet-0a,subnet-0b", "no-reply@shop.example"
+	for i := 0; i+1 < len(set); i += 2 {
+		s.params[set[i]] = set[i+1]
+	}
+	if refused := s.refusals(); len(refused) > 0 {
+		return nil, refused
+	}
+	for name := range s.tmpl["Conditions"].(map[string]any) {
+		s.condition(name)
+	}
+	return s, nil
 }
 
 func scalar(v any) string {
@@ -212,11 +232,14 @@ func (s *stack) ref(name string) any {
 	case "AWS::AccountId":
 		return account
 	case "AWS::StackName":
+		if n, ok := s.params["AWS::StackName"]; ok {
+			return n
+		}
 		return stackNm
 	case "AWS::URLSuffix":
 		return "amazonaws.com"
 	case "AWS::StackId":
-		return "arn:aws:cloudformation:" + region + ":" + account + ":stack/" + stackNm + "/0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
+		return "arn:aws:cloudformation:" + region + ":" + account + ":stack/" + scalar(s.ref("AWS::StackName")) + "/0f1e2d3c-aaaa-bbbb-cccc-0123456789ab"
 	}
 	if v, ok := s.params[name]; ok {
 		if p, _ := s.tmpl["Parameters"].(map[string]any)[name].(map[string]any); strings.HasPrefix(scalar(p["Type"]), "List<") || p["Type"] == "CommaDelimitedList" {

@@ -155,7 +155,7 @@ func TestResourcesAreHardened(t *testing.T) {
 			}
 		}
 	}
-	for typ, n := range map[string]int{"AWS::Lambda::Function": 9, "AWS::ElastiCache::UserGroup": 1, "AWS::EC2::SecurityGroup": 3, "AWS::EC2::VPCEndpoint": 3, "AWS::Logs::LogGroup": 10, "AWS::Lambda::Permission": 14, "AWS::KMS::Key": 1} {
+	for typ, n := range map[string]int{"AWS::Lambda::Function": 9, "AWS::ElastiCache::UserGroup": 1, "AWS::EC2::SecurityGroup": 3, "AWS::EC2::VPCEndpoint": 6, "AWS::Logs::LogGroup": 10, "AWS::Lambda::Permission": 14, "AWS::KMS::Key": 1} {
 		if counts[typ] != n {
 			t.Errorf("%d %s, want %d", counts[typ], typ, n)
 		}
@@ -208,15 +208,35 @@ func TestTheTriggersAreWiredIntoThePool(t *testing.T) {
 			t.Errorf("Cognito's grant on the key: %v", m)
 		}
 	}
-	if strings.Contains(string(policy), "Decrypt") {
-		t.Errorf("the key policy names Decrypt: %s", policy)
+	// Decrypt: the sender's role alone, for what Cognito encrypted for a
+	// pool; the account administers the key without a decrypt right it
+	// could delegate to any IAM policy allowing kms:Decrypt on "*"
+	decrypters := 0
+	for _, st := range s.resource("TriggerKey")["Properties"].(map[string]any)["KeyPolicy"].(map[string]any)["Statement"].([]any) {
+		m := st.(map[string]any)
+		actions := fmt.Sprint(m["Action"])
+		if strings.Contains(actions, "kms:*") || strings.Contains(actions, "Decrypt") && m["Sid"] != "TheSenderDecryptsCodes" ||
+			strings.Contains(actions, "ReEncrypt") || strings.Contains(actions, "GenerateDataKey") {
+			t.Errorf("the key policy lets %v %s", m["Principal"], actions)
+		}
+		if m["Sid"] == "TheSenderDecryptsCodes" {
+			decrypters++
+			b, _ := json.Marshal(m["Condition"])
+			if !strings.Contains(string(b), `"aws:PrincipalArn":"getatt-CognitoSendFunctionRole,Arn"`) && !strings.Contains(string(b), `"aws:PrincipalArn":"getatt-CognitoSendFunctionRole.Arn"`) ||
+				!strings.Contains(string(b), `"kms:EncryptionContext:userpool-id":"false"`) {
+				t.Errorf("the sender's decrypt right is not scoped to its role and to pools' codes: %s", b)
+			}
+		}
+	}
+	if decrypters != 1 || !strings.Contains(string(policy), "Decrypt") {
+		t.Errorf("the key policy: %s", policy)
 	}
 	if s.resource("UserPoolWebAcl") != nil {
 		t.Error("a web ACL without UserPoolWafRateLimit")
 	}
 
 	existing := newStack(t, "CreateUserPool", "false", "ExistingUserPoolId", region+"_AbCdEf", "ExistingUserPoolClientId", "1example23456789",
-		"UserPoolWafRateLimit", "300")
+		"UserPoolWafRateLimit", "300", "WafExemptCidrs", "203.0.113.7/32")
 	want := "arn:aws:cognito-idp:" + region + ":" + account + ":userpool/" + region + "_AbCdEf"
 	for _, p := range []string{"CognitoSendPermission", "CognitoAuthPermission"} {
 		if got := scalar(existing.resource(p)["Properties"].(map[string]any)["SourceArn"]); got != want {

@@ -130,7 +130,7 @@ func kmsClient(t testing.TB, aws *awsfake.Server) esdk.KMS {
 // cognitoConfig is the config parameter of the trigger tests: small limits
 // to reach.
 const cognitoConfig = `otp: {ttl: 5m}
-store: {timeout: 1s} # the tests' machines are shared and loaded: an exact count needs no store timeouts
+store: {timeout: 3s} # the tests' machines are shared and loaded (50 invocations at once in one process under -race): an exact count needs no store timeouts
 rules:
   - {name: sms-per-destination, action: otp.send, key: [destination], limit: 3, window: 1h}
   - {name: email-per-account, action: otp.send, key: [account], limit: 5, window: 1h}

@@ -1,0 +1,98 @@
+package guard_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/memstore"
+)
+
+// TestAnAttemptReceiptSettlesEveryRuleItTook: an attempt receipt, settled
+// by another request that knows nothing of the attempt's subject, gives
+// back every failure-counting rule's take, a distinct rule's member
+// included (a receipt without it removes nothing from the set); settled
+// again, or as a void attempt twice, it gives back nothing more than was
+// taken.
+func TestAnAttemptReceiptSettlesEveryRuleItTook(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte(`rules:
+  - {name: accounts-per-ip, action: login, key: [ip], algorithm: distinct, of: account, count: failures, limit: 3, window: 1h}
+  - {name: per-account, action: login, key: [account], count: failures, limit: 2, window: 1h}
+  - {name: ratio-per-ip16, action: login, key: [ip/16], algorithm: ratio, limit: 80%, min: 2, window: 1h}
+  - {name: pair, action: login, key: [account, ip], count: failures, limit: 5, window: 15m, resetOnSuccess: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Backstop: memstore.New(time.Now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ip := netip.MustParseAddr("198.51.100.7")
+	remaining := func(dim string, s guard.Subject) map[string]int64 {
+		st, err := g.Status(ctx, dim, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, x := range st {
+			out[x.Rule] = x.Remaining
+		}
+		return out
+	}
+	fresh := remaining("ip", guard.Subject{IP: ip})["accounts-per-ip"]
+	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: ip}, Partial: true}
+	d, err := g.Allow(ctx, req)
+	if err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	receipt := g.AttemptReceipt(d)
+	if n := len(strings.Fields(receipt)); n != 4 {
+		t.Fatalf("receipt %q names %d rules, want 4", receipt, n)
+	}
+	for _, e := range strings.Fields(receipt) {
+		if f := strings.Split(e, ","); (f[0] == "accounts-per-ip") != (len(f) == 5) {
+			t.Errorf("entry %q: the distinct rule's member, and only it, is a fifth field", e)
+		}
+	}
+	if strings.Contains(receipt, "ann") || strings.Contains(receipt, "198.51") {
+		t.Errorf("the receipt holds a clear identifier: %q", receipt)
+	}
+	if got := remaining("ip", guard.Subject{IP: ip})["accounts-per-ip"]; got != fresh-1 {
+		t.Fatalf("accounts-per-ip: %d left after the attempt, want %d (the check could not fail)", got, fresh-1)
+	}
+	if got := remaining("account", guard.Subject{Account: "ann"})["per-account"]; got != 1 {
+		t.Fatalf("per-account: %d left after the attempt, want 1", got)
+	}
+	if err := g.SettleAttempt(ctx, receipt, guard.Success); err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining("ip", guard.Subject{IP: ip})["accounts-per-ip"]; got != fresh {
+		t.Errorf("accounts-per-ip: %d left after the settle, want %d (the member removed)", got, fresh)
+	}
+	if got := remaining("account", guard.Subject{Account: "ann"})["per-account"]; got != 2 {
+		t.Errorf("per-account: %d left after the settle, want 2", got)
+	}
+	// a void attempt gives back the same, the ratio's attempt included
+	if d, err = g.Allow(ctx, req); err != nil || !d.Allowed {
+		t.Fatal(err)
+	}
+	if err := g.SettleAttempt(ctx, g.AttemptReceipt(d), guard.Void); err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining("ip", guard.Subject{IP: ip})["accounts-per-ip"]; got != fresh {
+		t.Errorf("accounts-per-ip: %d left after a void attempt, want %d", got, fresh)
+	}
+	for _, bad := range []string{"x", "a,b,c", "per-account,AAAAAAAAAAAAAAAAAAAAAA,1,0", "per-account,AAAAAAAAAAAAAAAAAAAAAA,x,1"} {
+		if err := g.SettleAttempt(ctx, bad, guard.Success); err == nil {
+			t.Errorf("%q settled", bad)
+		}
+	}
+	if err := g.SettleAttempt(ctx, receipt, guard.Failure); err == nil {
+		t.Error("a receipt settled as a failure")
+	}
+}
