@@ -30,7 +30,7 @@ func TestTheLibraryAgreesWithTheOracle(t *testing.T) {
 	}
 	t.Cleanup(srv.Close)
 	cov := oracle.Coverage{}
-	for seed := range uint64(8) {
+	for seed := range uint64(12) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			clock := oracle.NewClock()
 			admin := srv.Client()
@@ -45,7 +45,7 @@ func TestTheLibraryAgreesWithTheOracle(t *testing.T) {
 				"lua":      redisstore.New(rdb, redisstore.Options{}),
 				"memstore": memstore.New(clock.Now),
 			}
-			oracle.Walk(t, seed, clock, stores, oracle.Options{Steps: 400, Slack: map[string]time.Duration{"lua": oracle.Grid}}, cov)
+			oracle.Walk(t, seed, clock, stores, oracle.Options{Steps: 500, Slack: map[string]time.Duration{"lua": oracle.Grid}}, cov)
 		})
 	}
 	for _, k := range oracle.WantCovered {
