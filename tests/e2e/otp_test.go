@@ -33,7 +33,7 @@ func TestOTP(t *testing.T) {
 }
 
 func sendVerify(t *testing.T, b backend) {
-	s := start(t, b.redisURL, "")
+	s := start(t, b.redisURL, loaded)
 	r := s.send(t, "email", "Ann.Lee+news@Example.COM", "signup")
 	if r.status != http.StatusAccepted || r.str("status") != "pending" || r.str("to") != "A***@example.com" || r.body["expiresIn"] != 600.0 {
 		t.Fatalf("send: %d %s", r.status, r.raw)
@@ -111,7 +111,7 @@ func parallelSends(t *testing.T, b backend) {
 }
 
 func spoofedForwarding(t *testing.T, b backend) {
-	s := start(t, b.redisURL, "")
+	s := start(t, b.redisURL, loaded)
 	accepted := 0
 	var last reply
 	for i := range 25 {
@@ -142,7 +142,7 @@ func spoofedForwarding(t *testing.T, b backend) {
 }
 
 func burn(t *testing.T, b backend) {
-	s := start(t, b.redisURL, "")
+	s := start(t, b.redisURL, loaded)
 	to := "burn@example.com"
 	if r := s.send(t, "email", to, "login"); r.status != http.StatusAccepted {
 		t.Fatalf("send: %d %s", r.status, r.raw)
