@@ -183,7 +183,7 @@ func luaRun(root string, limit int, equiv map[string]string) result {
 				r.equivalent = append(r.equivalent, where+"  ("+why+")")
 				status = "equivalent"
 			} else {
-				r.survivors = append(r.survivors, where)
+				r.survivors = append(r.survivors, where+"\n      equivalent.txt key: "+key)
 			}
 		}
 		fmt.Fprintf(os.Stderr, "   %d/%d %s: %s (%s)\n", n+1, len(all), where, status, time.Since(began).Round(time.Second))

@@ -153,13 +153,13 @@ func gremlins(bin, root, pkg string, workers int, out string, equiv map[string]s
 				if why, ok := equiv[key]; ok {
 					r.equivalent = append(r.equivalent, where+"  ("+why+")")
 				} else {
-					r.survivors = append(r.survivors, where)
+					r.survivors = append(r.survivors, where+"\n      equivalent.txt key: "+key)
 				}
 			case "NOT COVERED":
 				r.notCovered++
 				if _, ok := equiv[key]; !ok {
 					// a mutant no test runs is a survivor too
-					r.survivors = append(r.survivors, where+"  [not covered]")
+					r.survivors = append(r.survivors, where+"  [not covered]\n      equivalent.txt key: "+key)
 				}
 			case "NOT VIABLE":
 				r.notViable++
