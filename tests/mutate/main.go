@@ -64,9 +64,15 @@ func main() {
 		build := exec.Command("go", "build", "-o", bin, "github.com/go-gremlins/gremlins/cmd/gremlins")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		check(build.Run())
+		// gremlins copies the module it runs in for each worker: a copy of
+		// what git tracks, not the work tree's node_modules and builds
+		// (nor an edit made while it runs)
+		clean, err := copyModule(*root)
+		check(err)
+		defer os.RemoveAll(clean)
 		for _, p := range strings.Split(*pkgs, ",") {
 			if p = strings.TrimSpace(p); p != "" {
-				results = append(results, gremlins(bin, *root, p, *workers, *out, equiv))
+				results = append(results, gremlins(bin, clean, p, *workers, *out, equiv))
 			}
 		}
 	}
