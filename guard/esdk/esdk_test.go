@@ -48,6 +48,13 @@ type message struct {
 	frameOrder []uint32 // when set, the regular frames in this order of sequence numbers (each tag valid)
 	signer     *ecdsa.PrivateKey
 	signed     int // after encode: the length of what the signature covers
+	// header fields set wrong, the header's tag still valid
+	msgType     byte // v1: 0x80 when 0
+	reserved    []byte
+	contentType byte // 1 or 2 (framed) when 0
+	frameField  *uint32
+	dupContext  bool
+	noKeys      bool
 }
 
 func newMessage(version byte, suite uint16, framed bool) *message {
@@ -124,7 +131,11 @@ func (m *message) encode(t testing.TB) []byte {
 	// the header
 	h := []byte{m.version}
 	if m.version == 1 {
-		h = append(h, 0x80)
+		t := m.msgType
+		if t == 0 {
+			t = 0x80
+		}
+		h = append(h, t)
 	}
 	h = u16(h, int(m.suite))
 	h = append(h, id...)
@@ -135,23 +146,43 @@ func (m *message) encode(t testing.TB) []byte {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		aad = u16(aad, len(keys))
+		n := len(keys)
+		if m.dupContext {
+			n++
+		}
+		aad = u16(aad, n)
 		for _, k := range keys {
 			aad = chunk(chunk(aad, []byte(k)), []byte(ctx[k]))
 		}
+		if m.dupContext {
+			aad = chunk(chunk(aad, []byte(keys[0])), []byte("again"))
+		}
 	}
 	h = chunk(h, aad)
-	h = u16(h, 1)
-	h = chunk(chunk(chunk(h, []byte("aws-kms")), []byte(m.keyID)), m.blob)
-	frameLen := uint32(0)
-	if m.framed {
-		h = append(h, 2)
-		frameLen = m.frameLen
+	if m.noKeys {
+		h = u16(h, 0)
 	} else {
-		h = append(h, 1)
+		h = u16(h, 1)
+		h = chunk(chunk(chunk(h, []byte("aws-kms")), []byte(m.keyID)), m.blob)
 	}
+	frameLen := uint32(0)
+	ct := byte(1)
+	if m.framed {
+		ct, frameLen = 2, m.frameLen
+	}
+	if m.contentType != 0 {
+		ct = m.contentType
+	}
+	h = append(h, ct)
 	if m.version == 1 {
-		h = append(h, 0, 0, 0, 0, 12)
+		r := m.reserved
+		if r == nil {
+			r = []byte{0, 0, 0, 0}
+		}
+		h = append(append(h, r...), 12)
+	}
+	if m.frameField != nil {
+		frameLen = *m.frameField
 	}
 	h = u32(h, frameLen)
 	if m.version == 2 {
@@ -400,4 +431,33 @@ func TestLimits(t *testing.T) {
 		binary.BigEndian.PutUint16(msg[map[byte]int{1: 2, 2: 1}[c.version]:], c.suite)
 		refused(t, msg, kmsOf(m), fmt.Sprintf("version %d with suite %#04x", c.version, c.suite))
 	}
+}
+
+// TestHeaderFieldsAreCheckedNotOnlyAuthenticated: a header that is
+// authentic (its tag valid under the data key) but not well-formed is
+// refused: a wrong message type, an unknown suite, reserved bytes that
+// are not zero, an unknown content type, a frame length that does not
+// match the content type, an encryption context key twice.
+func TestHeaderFieldsAreCheckedNotOnlyAuthenticated(t *testing.T) {
+	zero, four := uint32(0), uint32(4)
+	for name, craft := range map[string]func(m *message){
+		"message type 0x81":           func(m *message) { m.msgType = 0x81 },
+		"unknown suite 0x0014":        func(m *message) { m.suite = 0x0014 },
+		"reserved bytes":              func(m *message) { m.reserved = []byte{0, 0, 0, 1} },
+		"content type 3":              func(m *message) { m.contentType = 3 },
+		"framed, frame length 0":      func(m *message) { m.frameField = &zero },
+		"unframed, frame length 4":    func(m *message) { m.framed, m.frameField = false, &four },
+		"an encryption context twice": func(m *message) { m.dupContext = true },
+	} {
+		m := newMessage(1, 0x0078, true)
+		craft(m)
+		k := kmsOf(m)
+		got, err := esdk.Decrypt(context.Background(), m.encode(t), k, keyID)
+		if err == nil || got != nil {
+			t.Errorf("%s: decrypted %q", name, got)
+		}
+	}
+	m := newMessage(2, 0x0478, true)
+	m.noKeys = true
+	refused(t, m.encode(t), kmsOf(m), "no encrypted data key")
 }
