@@ -141,6 +141,16 @@ func TestSiteverify(t *testing.T) {
 	if err := v.Verify(ctx, "tok", ip); err != nil {
 		t.Errorf("an answer of 60 KiB: %v", err)
 	}
+	// an answer past 64 KiB is refused even when what comes first would
+	// read as a success
+	p.body = `{"success":true}` + strings.Repeat(" ", 64<<10)
+	if err := v.Verify(ctx, "tok", ip); err == nil || errors.Is(err, api.ErrCaptchaRejected) {
+		t.Errorf("an answer of 64 KiB and more: %v, want a provider failure", err)
+	}
+	p.body = `{"success":true}` + strings.Repeat(" ", 64<<10-len(`{"success":true}`))
+	if err := v.Verify(ctx, "tok", ip); err != nil {
+		t.Errorf("an answer of 64 KiB exactly: %v", err)
+	}
 }
 
 // TestAProviderThatHangsIsBounded: a siteverify call ends at the
@@ -171,7 +181,14 @@ func TestNewNeedsTheSecret(t *testing.T) {
 			t.Errorf("secret %q accepted", s)
 		}
 	}
-	if _, err := captcha.New(guard.CaptchaConfig{Provider: "turnstile"}, "s", nil); err != nil {
+	// without a client, http.DefaultClient
+	srv := httptest.NewServer(&provider{status: http.StatusOK, body: `{"success":true}`})
+	defer srv.Close()
+	v, err := captcha.New(guard.CaptchaConfig{Provider: "turnstile", VerifyURL: srv.URL, Timeout: 30 * time.Second}, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(context.Background(), "tok", ip); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -55,6 +55,7 @@ type message struct {
 	frameField  *uint32
 	dupContext  bool
 	noKeys      bool
+	finalFull   bool // a plaintext of whole frames ends with a full final frame, not an empty one
 }
 
 func newMessage(version byte, suite uint16, framed bool) *message {
@@ -215,7 +216,7 @@ func (m *message) encode(t testing.TB) []byte {
 	} else {
 		var frames [][]byte
 		p := m.plaintext
-		for uint32(len(p)) >= m.frameLen {
+		for uint32(len(p)) >= m.frameLen && !(m.finalFull && uint32(len(p)) == m.frameLen) {
 			frames = append(frames, p[:m.frameLen])
 			p = p[m.frameLen:]
 		}
@@ -460,4 +461,17 @@ func TestHeaderFieldsAreCheckedNotOnlyAuthenticated(t *testing.T) {
 	m := newMessage(2, 0x0478, true)
 	m.noKeys = true
 	refused(t, m.encode(t), kmsOf(m), "no encrypted data key")
+}
+
+// TestAFinalFrameMayBeFull: the final frame holds at most a frame, and
+// exactly a frame is allowed (the SDK ends a plaintext of whole frames
+// either way).
+func TestAFinalFrameMayBeFull(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		m := newMessage(2, 0x0578, true)
+		m.plaintext, m.finalFull = []byte("01234567"), full
+		if got, err := esdk.Decrypt(context.Background(), m.encode(t), kmsOf(m), keyID); err != nil || string(got) != "01234567" {
+			t.Fatalf("a full final frame %v: %q, %v", full, got, err)
+		}
+	}
 }
