@@ -53,3 +53,27 @@ func TestTheBoundForgetsTheLeastRecentlyUsed(t *testing.T) {
 		})
 	}
 }
+
+// TestEndedStatesAreForgotten: besides the bound, each operation forgets
+// up to two states at the tail whose every part has ended (at their end
+// exactly), so that a quiet store does not hold what no longer counts.
+func TestEndedStatesAreForgotten(t *testing.T) {
+	now := time.Unix(1_900_000_000, 0)
+	mem := memstore.NewSized(func() time.Time { return now }, 1000)
+	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Enforce: true}
+	take := func(tag string) {
+		if _, err := mem.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		take(fmt.Sprint("old", i))
+	}
+	now = now.Add(time.Second) // every old window ends now, exactly
+	for _, want := range []int{9, 7, 5, 3, 1, 1} {
+		take("new")
+		if n := mem.Len(); n != want {
+			t.Fatalf("%d states held, want %d", n, want)
+		}
+	}
+}
