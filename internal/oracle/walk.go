@@ -92,7 +92,8 @@ type Coverage map[string]int
 
 // Walk drives the oracle and the stores with the same random steps on
 // clock, and fails t at the first answer that differs from the oracle's
-// (allowed, skipped, remaining, retry after, locked, taken). Steps are
+// (allowed, skipped, remaining, retry after, locked, taken; and a
+// lockout's reset after, its end). Steps are
 // biased to reach limits, lockouts and relocks, elastic growth and window
 // edges.
 func Walk(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.Store, opt Options, cov Coverage) {
@@ -287,6 +288,9 @@ func same(want, got guard.OpResult, op guard.Op, slack time.Duration) bool {
 	if want.Allowed != got.Allowed || want.Skipped != got.Skipped || want.Remaining != got.Remaining ||
 		want.Locked != got.Locked || want.Taken != got.Taken {
 		return false
+	}
+	if want.Locked && got.ResetAfter != want.RetryAfter {
+		return false // a lockout's state ends with it
 	}
 	if slack > 0 && op.Spec.Algorithm == guard.FixedWindow && !op.Spec.Packed && !want.Allowed && !want.Locked {
 		return got.RetryAfter <= want.RetryAfter && got.RetryAfter > want.RetryAfter-slack
