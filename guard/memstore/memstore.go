@@ -293,6 +293,12 @@ func (s *Store) Begin(ops []guard.Op) {
 	for _, p := range s.ops(ops, now) {
 		if p.Kind == guard.Take {
 			p.st.pending += p.cost
+			// a take in flight pushes out no entry of a set kept at its
+			// limit (End removes the take's own, and the set would be one
+			// short of what the store counts)
+			if a := p.Spec.Algorithm; a == guard.SlidingLog || a == guard.Distinct {
+				p.limit = math.MaxInt64
+			}
 			p.commit(now, p.cost)
 			p.st.expires = max(p.st.expires, p.stateEnd(now))
 		}
