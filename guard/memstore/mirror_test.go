@@ -93,3 +93,32 @@ func TestAMirroredBackstopAnswersAsTheStore(t *testing.T) {
 		})
 	}
 }
+
+// TestALeaseTakesAQuarterOfWhatIsLeftAtMost: a take that asks for extra
+// units (a lease) gets them from what the limit leaves, at most a
+// quarter of it, in both stores.
+func TestALeaseTakesAQuarterOfWhatIsLeftAtMost(t *testing.T) {
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	srv.SetTime(now)
+	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 100, Window: time.Hour, Enforce: true}
+	for name, st := range map[string]guard.Store{"lua": redisstore.New(srv.Client(), redisstore.Options{}), "memstore": memstore.New(func() time.Time { return now })} {
+		for i, c := range []struct{ extra, taken, remaining int64 }{
+			{10, 11, 89}, // 99 left after the unit: a quarter is 24, 10 asked
+			{40, 23, 66}, // 88 left: a quarter, 22
+			{0, 1, 65},
+		} {
+			res, err := st.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: "L" + name, Cost: 1, Extra: c.extra}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Taken != c.taken || res[0].Remaining != c.remaining {
+				t.Errorf("%s, take %d (extra %d): taken %d, remaining %d; want %d, %d", name, i+1, c.extra, res[0].Taken, res[0].Remaining, c.taken, c.remaining)
+			}
+		}
+	}
+}
