@@ -37,9 +37,9 @@ test: redis-server cognito-local esdk-node chromium
 	step() { name=$$1; shift; echo "== $$name"; if ! "$$@" 2>&1 | tee "$$log/$$name.log"; then failed="$$failed $$name"; fi; }; \
 	step vet $(MAKE) --no-print-directory vet; \
 	step staticcheck $(MAKE) --no-print-directory lint; \
-	step product $(GO) test -race -count=1 ./...; \
-	step tests bash -c 'cd tests && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /faults)'; \
-	step faults bash -c "cd tests && $(GO) test -race -count=1 -v ./faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS'; exit \$${PIPESTATUS[0]}"; \
+	step product $(GO) test -race -count=1 -timeout 30m ./...; \
+	step tests bash -c 'cd tests && $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /faults)'; \
+	step faults bash -c "cd tests && $(GO) test -race -count=1 -timeout 30m -v ./faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS'; exit \$${PIPESTATUS[0]}"; \
 	step phonenumbers third_party/phonenumbers/upstream-tests.sh; \
 	if [ -n "$$failed" ]; then \
 		echo; echo "make test: FAILED:$$failed"; grep -h -E -e '^(--- FAIL|FAIL|panic:)' -e '^\s+\S+_test\.go:[0-9]+:' $$log/*.log; \
