@@ -117,7 +117,7 @@ func TestParallelWrongVerifiesAdmitExactlyTheFailureLimit(t *testing.T) {
 			// test is about exact admission, not the latency bound.
 			s := start(t, b.redisURL, `
 otp: {maxAttempts: 100}
-store: {timeout: 2s}
+store: {timeout: 10s}
 rules:
   - {name: send, action: otp.send, key: [destination], limit: 5, window: 1m}
   - {name: verify-failures, action: otp.verify, key: [destination], count: failures, limit: 10, window: 1h}

@@ -133,6 +133,10 @@ func start(t *testing.T, redisURL, config string, extra ...string) *server {
 	}
 	env = append(env, extra...)
 	s.environ = env
+	if config != "" && !strings.Contains(config, "store:") {
+		// a functional test: not about the store's latency (see loaded)
+		config = strings.TrimRight(config, "\n") + "\n" + loaded
+	}
 	if config != "" {
 		path := filepath.Join(dir, "config.yaml")
 		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
@@ -290,10 +294,12 @@ func (s *server) lastCode(t *testing.T, to string) string {
 	return ""
 }
 
-// loaded is the config of tests that are not about the store's latency:
-// the default store.timeout (50ms) lets the backstop decide, or a send
-// fail, when a busy machine delays a Redis answer.
-const loaded = "store: {timeout: 2s}\n"
+// loaded is the store of tests that are not about the store's latency
+// (every test with a config of its own, unless it sets store): the
+// default store.timeout (50ms) lets the backstop decide, or a send fail,
+// when a busy machine delays a Redis answer. The fault tests, which are
+// about that bound, start with no config and keep it.
+const loaded = "store: {timeout: 10s}\n"
 
 // eachMaster runs fn on every master node of rdb (the node itself for a
 // single server), one after the other.
