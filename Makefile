@@ -23,30 +23,46 @@ LAMBDA_GOARCH ?= arm64
 LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags='-s -w -buildid='
 ARTIFACTS_DIR ?= dist
 
-.PHONY: run test bench fuzz soak simulate lint vet redis-server cognito-local esdk-node chromium console build $(addprefix build-,$(FUNCTIONS))
+.PHONY: run test mutate bench fuzz soak simulate lint vet redis-server cognito-local esdk-node chromium console build $(addprefix build-,$(FUNCTIONS))
 
 ## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
 	$(GO) run ./cmd/otpguard
 
 ## test: vet, staticcheck and every test, against real redis-server and Redis Cluster
-## (the product module, then the tests module: e2e, lambda, deploy, faults)
-test: redis-server cognito-local esdk-node chromium vet lint
-	$(GO) test -race -count=1 ./...
-	cd tests && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v /faults)
-	@# The fault campaign prints its figures (toxiproxy table, failover): verbose, without the RUN lines.
-	cd tests && $(GO) test -race -count=1 -v ./faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS' ; test $${PIPESTATUS[0]} -eq 0
-	third_party/phonenumbers/upstream-tests.sh
+## (the product module, then the tests module: e2e, lambda, deploy, faults). Every suite
+## runs whatever an earlier one did; the failures are listed at the end, with one exit status.
+test: redis-server cognito-local esdk-node chromium
+	@set -o pipefail; log=$$(mktemp -d); failed=""; \
+	step() { name=$$1; shift; echo "== $$name"; if ! "$$@" 2>&1 | tee "$$log/$$name.log"; then failed="$$failed $$name"; fi; }; \
+	step vet $(MAKE) --no-print-directory vet; \
+	step staticcheck $(MAKE) --no-print-directory lint; \
+	step product $(GO) test -race -count=1 -timeout 30m ./...; \
+	step tests bash -c 'cd tests && $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /faults)'; \
+	step faults bash -c "cd tests && $(GO) test -race -count=1 -timeout 30m -v ./faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS'; exit \$${PIPESTATUS[0]}"; \
+	step phonenumbers third_party/phonenumbers/upstream-tests.sh; \
+	if [ -n "$$failed" ]; then \
+		echo; echo "make test: FAILED:$$failed"; grep -h -E -e '^(--- FAIL|FAIL|panic:)' -e '^\s+\S+_test\.go:[0-9]+:' $$log/*.log; \
+		rm -rf "$$log"; exit 1; fi; \
+	rm -rf "$$log"; echo "make test: every suite passed"
 
 # The product module, and the test and tool modules beside it (tests/,
-# tests/bench), each with its own go.mod so the product carries only the product.
-MODULES := . tests tests/bench
+# tests/bench, tests/mutate), each with its own go.mod so the product carries only the product.
+MODULES := . tests tests/bench tests/mutate
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint:
 	@for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+
+## mutate: mutation testing (not part of test: hours on two cores): gremlins on each Go package of
+## MUTATE_PKGS, and tests/mutate's own mutator on otpguard.lua (each mutant against the store tests);
+## the kill rate per package and the surviving mutants. Runs under nice -n 19.
+MUTATE_PKGS ?= guard/token,guard/esdk,guard/captcha,guard/memstore,guard/api,guard,guard/redisstore
+MUTATE_LUA  ?= true
+mutate: redis-server
+	cd tests/mutate && nice -n 19 $(GO) run . -root ../.. -pkgs '$(MUTATE_PKGS)' -lua=$(MUTATE_LUA) $(MUTATE_FLAGS)
 
 ## bench: otpguard side by side with redis_rate, ulule/limiter, throttled and a raw Lua floor on
 ## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases); then the

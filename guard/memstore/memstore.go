@@ -309,6 +309,12 @@ func (s *Store) Begin(ops []guard.Op) {
 	for _, p := range s.ops(ops, now) {
 		if p.Kind == guard.Take {
 			p.st.pending += p.cost
+			// a take in flight pushes out no entry of a set kept at its
+			// limit (End removes the take's own, and the set would be one
+			// short of what the store counts)
+			if a := p.Spec.Algorithm; a == guard.SlidingLog || a == guard.Distinct {
+				p.limit = math.MaxInt64
+			}
 			p.commit(now, p.cost)
 			p.st.expires = max(p.st.expires, p.stateEnd(now))
 		}
@@ -791,16 +797,16 @@ func (p *op) rtCounts(now int64) (ca, cf, pa, pf int64) {
 }
 
 // rtCheck is the ratio algorithm, in floating point as the Lua library
-// computes it (rt_room, rt_retry).
+// computes it (rt_room, rt_retry): whole percents, and the thresholds on
+// the previous window's weight as fractions of whole numbers.
 func (p *op) rtCheck(now, cost int64) (bool, int64, int64, int64) {
 	ca, cf, pa, pf := p.rtCounts(now)
 	ws := p.ws(now)
 	elapsed := now - ws
-	win, el := float64(p.window), float64(elapsed)
-	wt := (win - el) / win
-	a, f := float64(ca)+float64(pa)*wt, float64(cf)+float64(pf)*wt
-	r, mn := float64(p.limit)/100, float64(p.Spec.Min)
-	x := math.Max(mn-a, (r*a-f)/(1-r))
+	win, left := float64(p.window), float64(p.window-elapsed)
+	a, f := float64(ca)+float64(pa)*left/win, float64(cf)+float64(pf)*left/win
+	pct, mn := float64(p.limit), float64(p.Spec.Min)
+	x := math.Max(mn-a, (pct*a-100*f)/(100-pct))
 	if x > float64(cost-1) {
 		return true, int64(math.Max(0, math.Ceil(x)-float64(cost))), ws + 2*p.window - now, 0
 	}
@@ -810,23 +816,25 @@ func (p *op) rtCheck(now, cost int64) (bool, int64, int64, int64) {
 	} else if pa > 0 {
 		reset = ws + p.window - now
 	}
-	fca, fcf, fpa, fpf := float64(ca), float64(cf), float64(pa), float64(pf)
-	T := -1.0
+	// n / d: the weight of the previous window below which an attempt is
+	// admitted (d > 0); none yet
+	n, d := -1.0, 1.0
 	if pa > 0 {
-		T = (mn - fca) / fpa
+		n, d = mn-float64(ca), float64(pa)
 	}
-	if e := r*fpa - fpf; e < 0 {
-		if tb := (fcf - r*fca) / e; tb > T {
-			T = tb
+	if e := pct*float64(pa) - 100*float64(pf); e < 0 {
+		n2, d2 := pct*float64(ca)-100*float64(cf), -e
+		if n2*d > n*d2 {
+			n, d = n2, d2
 		}
 	}
-	if T > 0 && T <= wt {
-		return false, 0, reset, int64(math.Floor(win-el-T*win)) + 1
+	if n > 0 && n*win <= d*left {
+		return false, 0, reset, int64(left - math.Ceil(n*win/d) + 1)
 	}
 	if ca <= 0 {
 		return false, 0, reset, p.window - elapsed
 	}
-	t := (win - el) + math.Floor(win-(mn/fca)*win) + 1
+	t := left + win - math.Ceil(mn*win/float64(ca)) + 1
 	return false, 0, reset, min(int64(t), 2*p.window-elapsed)
 }
 

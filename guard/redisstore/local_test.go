@@ -43,7 +43,7 @@ func TestDenyCache(t *testing.T) {
 	const rules = `
   - {name: per-destination, action: test, key: [destination], limit: 2, window: 1s}
 `
-	g := guardWith(t, rdb, "{timeout: 2s, denyCache: {ttl: 5s, size: 100}}", rules)
+	g := guardWith(t, rdb, "{timeout: 10s, denyCache: {ttl: 5s, size: 100}}", rules)
 	req := request(t, "cached@example.com", "192.0.2.1")
 	ctx := context.Background()
 	for range 2 {
@@ -77,7 +77,7 @@ func TestDenyCache(t *testing.T) {
 	if d := allow(t, g, req); d.Allowed {
 		t.Fatalf("not denied: %+v", d)
 	}
-	other := guardWith(t, rdb, "{timeout: 2s, denyCache: {ttl: 300ms, size: 100}}", rules)
+	other := guardWith(t, rdb, "{timeout: 10s, denyCache: {ttl: 300ms, size: 100}}", rules)
 	if d := allow(t, other, req); d.Allowed || d.Rules[0].Cached {
 		t.Fatalf("the other process: %+v", d)
 	}
@@ -97,7 +97,7 @@ func TestDenyCache(t *testing.T) {
 	}
 
 	// A concurrency denial is never cached: a release ends it at once.
-	g = guardWith(t, rdb, "{timeout: 2s, denyCache: {ttl: 5s, size: 100}}", `
+	g = guardWith(t, rdb, "{timeout: 10s, denyCache: {ttl: 5s, size: 100}}", `
   - {name: inflight, action: test, key: [ip], limit: 1, window: 10s, algorithm: concurrency}
 `)
 	ipOnly := request(t, "someone-else@example.com", "192.0.2.9")
@@ -125,7 +125,7 @@ func TestLeases(t *testing.T) {
 	const rules = `
   - {name: global, action: test, key: [global], limit: 100, window: 1h, lease: {units: 10}}
 `
-	store := "{timeout: 2s, denyCache: {ttl: 0s}}"
+	store := "{timeout: 10s, denyCache: {ttl: 0s}}"
 	g := guardWith(t, rdb, store, rules)
 	allow(t, g, request(t, "warm@example.com", "192.0.2.1")) // loads the library, takes the first lease
 	n.Store(0)

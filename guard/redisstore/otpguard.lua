@@ -358,31 +358,40 @@ A.sw = {
 -- cancel gives back both. It denies while attempts >= min and failures
 -- >= limit% of attempts; remaining is how many more failed attempts it
 -- admits.
-local function rt_room(a, f, r, mn, cost)
-  -- the k >= 0 admitted are those with a + k < mn or f + k < r (a + k)
-  local x = max(mn - a, (r * a - f) / (1 - r))
+local function rt_room(a, f, pct, mn, cost)
+  -- the k >= 0 admitted are those with a + k < mn or f + k < r (a + k),
+  -- r = pct / 100: k < mn - a, or k < (pct a - 100 f) / (100 - pct). In
+  -- whole percents, not r = 0.8 and 1 - r = 0.19999999999999996: at
+  -- integer points (5 admitted) that gave 5.000000000000001, one too many.
+  local x = max(mn - a, (pct * a - 100 * f) / (100 - pct))
   return max(0, ceil(x) - cost), x > cost - 1
 end
 
 -- rt_retry is when an attempt is admitted again (µs from now): the
 -- weight of the previous window falls until one of the two conditions
 -- lifts; failing that, this window's counts decay in the next one until
--- there are fewer than min attempts.
+-- there are fewer than min attempts. Each threshold on the weight is a
+-- fraction n / d (d > 0), compared and scaled in whole numbers, so that a
+-- threshold that falls on a microsecond is not missed by a rounding.
 local function rt_retry(op, elapsed)
-  local win, r, mn = op.window, op.limit / 100, op.min
-  local wt = (win - elapsed) / win
-  local T = -1
-  if op.pa > 0 then T = (mn - op.ca) / op.pa end
-  local E = r * op.pa - op.pf
-  if E < 0 then
-    local tb = (op.cf - r * op.ca) / E
-    if tb > T then T = tb end
+  local win, pct, mn = op.window, op.limit, op.min
+  local left = win - elapsed -- the weight of the previous window is left / win
+  -- n / d: the weight below which an attempt is admitted; none yet
+  local n, d = -1, 1
+  if op.pa > 0 then n, d = mn - op.ca, op.pa end
+  local e = pct * op.pa - 100 * op.pf
+  if e < 0 then
+    -- admitted when the weight < (100 cf - pct ca) / e, e < 0
+    local n2, d2 = pct * op.ca - 100 * op.cf, -e
+    if n2 * d > n * d2 then n, d = n2, d2 end
   end
-  if T > 0 and T <= wt then
-    return floor(win - elapsed - T * win) + 1
+  if n > 0 and n * win <= d * left then
+    -- the first µs at which the weight is below n / d
+    return left - ceil(n * win / d) + 1
   end
-  if op.ca <= 0 then return win - elapsed end
-  local t = (win - elapsed) + floor(win - (mn / op.ca) * win) + 1
+  if op.ca <= 0 then return left end
+  -- in the next window, fewer than mn attempts once its weight < mn / ca
+  local t = left + win - ceil(mn * win / op.ca) + 1
   return min(t, 2 * win - elapsed)
 end
 
@@ -404,9 +413,9 @@ A.rt = {
     A.rt.read(op)
     local win = op.window
     local elapsed = now - op.ws
-    local wt = (win - elapsed) / win
-    local a, f = op.ca + op.pa * wt, op.cf + op.pf * wt
-    local rem, ok = rt_room(a, f, op.limit / 100, op.min, cost)
+    -- the previous window weighted by (win - elapsed) / win, one rounding
+    local a, f = op.ca + op.pa * (win - elapsed) / win, op.cf + op.pf * (win - elapsed) / win
+    local rem, ok = rt_room(a, f, op.limit, op.min, cost)
     if ok then return true, rem, op.ws + 2 * win - now, 0 end
     local reset = 0
     if op.ca > 0 then reset = op.ws + 2 * win - now elseif op.pa > 0 then reset = op.ws + win - now end

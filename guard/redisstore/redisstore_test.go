@@ -138,7 +138,7 @@ func flush(t testing.TB, rdb redis.UniversalClient) {
 // off, so that every decision reaches the store under test.
 func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte("store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
+	cfg, err := guard.ParseConfig([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
 // the store does.
 func newGuardAt(t testing.TB, st guard.Store, c *fixedClock, yamlRules string) *guard.Guard {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte("store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
+	cfg, err := guard.ParseConfig([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,9 @@ func newProcess(t *testing.T, rdb redis.UniversalClient, cfg guard.Config) *proc
 	t.Helper()
 	p := &process{bs: memstore.New(nil)}
 	// These tests are about what Redis says, not about timeouts: on a
-	// loaded machine the default 50ms would let the backstop decide.
-	cfg.Store.Timeout = 2 * time.Second
+	// loaded machine the default 50ms would let the backstop decide (10s:
+	// two cores shared with other builds answered in seconds).
+	cfg.Store.Timeout = 10 * time.Second
 	g, err := guard.New(cfg, redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: secret, Backstop: p.bs,
 		Unblocked: func(ctx context.Context, states []guard.State) {
 			if err := redisstore.PublishUnblocked(ctx, rdb, states); err != nil {
@@ -58,7 +59,7 @@ func newProcess(t *testing.T, rdb redis.UniversalClient, cfg guard.Config) *proc
 	})
 	select {
 	case <-subscribed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no subscription")
 	}
 	return p
@@ -203,7 +204,7 @@ func TestAnOutcomeReportedToAnotherProcessCounts(t *testing.T) {
 // limit pairs).
 func TestAReleaseFreesTheSlot(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 2s, denyCache: {ttl: 2s}}\nrules:\n  - {name: inflight, action: login, key: [ip], limit: 2, window: 1m, algorithm: concurrency, onStoreError: allow}\n")
+		cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 2s}}\nrules:\n  - {name: inflight, action: login, key: [ip], limit: 2, window: 1m, algorithm: concurrency, onStoreError: allow}\n")
 		p := newProcess(t, rdb, cfg)
 		req := loginReq("x", "192.0.2.81")
 		for i := range 10 {
@@ -241,7 +242,7 @@ func (l *lossy) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error
 // and the backstop's together stay within the limit.
 func TestABurstWhoseCallsTimeOutIsNotAdmittedTwice(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n  - {name: per-account-ip, action: login, key: [account, ip], count: failures, limit: 5, window: 15m}\n")
+		cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n  - {name: per-account-ip, action: login, key: [account, ip], count: failures, limit: 5, window: 15m}\n")
 		st := &lossy{Store: redisstore.New(rdb, redisstore.Options{})}
 		g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 		if err != nil {
@@ -282,7 +283,7 @@ func TestABurstWhoseCallsTimeOutIsNotAdmittedTwice(t *testing.T) {
 // remembered the rule and the IP, not the value, and denied them all.
 func TestTheDenyCacheOnlyRepeatsWhatRedisWouldAnswer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 2s, denyCache: {ttl: 10s}}\nrules:\n  - {name: accounts-per-ip, action: signup, key: [ip], of: account, algorithm: distinct, limit: 2, window: 1h}\n")
+		cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 10s}}\nrules:\n  - {name: accounts-per-ip, action: signup, key: [ip], of: account, algorithm: distinct, limit: 2, window: 1h}\n")
 		p := newProcess(t, rdb, cfg)
 		req := func(a string) guard.Request {
 			return guard.Request{Action: "signup", Subject: guard.Subject{Account: a, IP: netip.MustParseAddr("192.0.2.83")}}
@@ -311,7 +312,7 @@ func TestTheDenyCacheOnlyRepeatsWhatRedisWouldAnswer(t *testing.T) {
 // cache's ttl.
 func TestAnUnblockReachesTheOtherProcessesDenyCaches(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 2s, denyCache: {ttl: 1m}}\nrules:\n  - {name: per-destination, action: otp.send, key: [destination], limit: 2, window: 1h}\n")
+		cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 1m}}\nrules:\n  - {name: per-destination, action: otp.send, key: [destination], limit: 2, window: 1h}\n")
 		a, b := newProcess(t, rdb, cfg), newProcess(t, rdb, cfg)
 		req := request(t, "unblock-me@example.com", "192.0.2.84")
 		req.Action = "otp.send"
@@ -327,12 +328,14 @@ func TestAnUnblockReachesTheOtherProcessesDenyCaches(t *testing.T) {
 			t.Fatal(err)
 		}
 		var d guard.Decision
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		// (pub/sub answers in milliseconds; 30s, half the cache's ttl,
+		// holds on a busy machine and still tells the two apart)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 			if d = allow(t, a.g, req); d.Allowed {
 				return
 			}
 		}
-		t.Fatalf("the other process still denies a second after the unblock: %+v", d)
+		t.Fatalf("the other process still denies 30s after the unblock: %+v", d)
 	})
 }
 

@@ -86,7 +86,7 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(func() { rdb.Close() })
 	h := &harness{a: &auth{login: func(context.Context) error { return nil }}, s: &sender{}}
 	_, key, _ := ed25519.GenerateKey(nil)
-	cfg, err := guard.ParseConfig([]byte("network: {trustedProxies: [192.0.2.0/24]}\nstore: {timeout: 2s}\n"))
+	cfg, err := guard.ParseConfig([]byte("network: {trustedProxies: [192.0.2.0/24]}\nstore: {timeout: 10s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

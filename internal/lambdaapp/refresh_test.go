@@ -55,7 +55,7 @@ func serve(h http.Handler, method, path string) *httptest.ResponseRecorder {
 
 // settle waits for the refreshes an invocation started to end.
 func settle(rt *runtime) {
-	for deadline := time.Now().Add(5 * time.Second); (rt.cfgSched.running.Load() || rt.keySched.running.Load()) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); (rt.cfgSched.running.Load() || rt.keySched.running.Load()) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -54,7 +54,8 @@ func (s *Server) Restart() error {
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// (30s: a busy machine starts a process slowly)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond)
 		if err == nil {

@@ -67,7 +67,7 @@ func TestCognitoLocalCallsTheTriggers(t *testing.T) {
 	defer aws_.Close()
 	aws_.SetSecret("otpguard/hash", strings.Repeat("h", 48))
 	aws_.SetParameter("/otpguard/config", `otp: {ttl: 5m}
-store: {timeout: 2s}
+store: {timeout: 10s}
 rules:
   - {name: email-per-destination, action: otp.send, key: [destination], limit: 3, window: 1h}
   - {name: unverified-per-destination, action: otp.send, key: [destination], limit: 20, window: 24h, count: failures}

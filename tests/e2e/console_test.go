@@ -57,7 +57,7 @@ func startConsole(t *testing.T, s *server, token string) runningConsole {
 	case u := <-urls:
 		base, token, _ := strings.Cut(u, "/?token=")
 		return runningConsole{strings.TrimSuffix(base, "/"), token}
-	case <-time.After(60 * time.Second):
+	case <-time.After(60 * time.Second): // a busy machine starts a process slowly
 		t.Fatal("the console did not start")
 	}
 	return runningConsole{}

@@ -110,7 +110,7 @@ func TestLoginFailuresAreCountedUnderConcurrency(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			// a store timeout for a loaded machine: the property is what
 			// Redis counts, not what the backstop decides when it is slow
-			s := start(t, b.redisURL, behindProxy+"store: {timeout: 2s}\n")
+			s := start(t, b.redisURL, behindProxy+"store: {timeout: 10s}\n")
 			s.register(t, "race@example.com", goodPassword, "198.51.100.1")
 			var mu sync.Mutex
 			codes := map[int]int{}

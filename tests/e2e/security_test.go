@@ -25,7 +25,7 @@ import (
 func TestTokenBindsTheDeliveredAddress(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
-			s := start(t, b.redisURL, "")
+			s := start(t, b.redisURL, loaded)
 			for _, c := range []struct{ sent, other, sameMailbox string }{
 				{"x+tag@corp.example", "x@corp.example", "x+tag@CORP.EXAMPLE"},
 				{"X.Y@gmail.com", "xy@gmail.com", " X.Y@GMAIL.com "},
@@ -84,8 +84,8 @@ func TestInstancesOnOneRedisShareTheirSecrets(t *testing.T) {
 	// the other, and its token checks against either's JWKS.
 	flush(t, single.Client())
 	shared := []string{"GUARD_SECRET=" + testutil.RandomSecret(), "GUARD_SIGNING_KEY=" + testutil.RandomSecret()}
-	a := start(t, url, "", shared...)
-	b := start(t, url, "", shared...)
+	a := start(t, url, loaded, shared...)
+	b := start(t, url, loaded, shared...)
 	accepted := 0
 	for i, s := range []*server{a, b, a, b} {
 		if r := s.send(t, "email", "shared@example.com", "signup"); r.status == http.StatusAccepted {
@@ -117,7 +117,7 @@ func TestParallelWrongVerifiesAdmitExactlyTheFailureLimit(t *testing.T) {
 			// test is about exact admission, not the latency bound.
 			s := start(t, b.redisURL, `
 otp: {maxAttempts: 100}
-store: {timeout: 2s}
+store: {timeout: 10s}
 rules:
   - {name: send, action: otp.send, key: [destination], limit: 5, window: 1m}
   - {name: verify-failures, action: otp.verify, key: [destination], count: failures, limit: 10, window: 1h}
@@ -278,7 +278,7 @@ rules:
 // Defect 7: resendIn describes the configuration, not the address's
 // history: the same after a first send as after someone else's.
 func TestResendInTellsNothingAboutOtherSenders(t *testing.T) {
-	s := start(t, "redis://"+single.Addr, "")
+	s := start(t, "redis://"+single.Addr, loaded)
 	first := s.send(t, "email", "quiet@example.com", "signup")
 	other := s.send(t, "email", "busy@example.com", "signup")
 	second := s.send(t, "email", "busy@example.com", "signup") // someone else sent just before
@@ -292,7 +292,7 @@ func TestResendInTellsNothingAboutOtherSenders(t *testing.T) {
 // Defect 7: every answer is problem+json, even to requests net/http
 // refuses itself, and unclean paths are 404, not redirects.
 func TestMalformedHTTPGetsProblems(t *testing.T) {
-	s := start(t, "", "")
+	s := start(t, "", loaded)
 	host := strings.TrimPrefix(s.url, "http://")
 	raw := func(req string) (int, http.Header, string) {
 		c, err := net.Dial("tcp", host)

@@ -133,6 +133,10 @@ func start(t *testing.T, redisURL, config string, extra ...string) *server {
 	}
 	env = append(env, extra...)
 	s.environ = env
+	if config != "" && !strings.Contains(config, "store:") {
+		// a functional test: not about the store's latency (see loaded)
+		config = strings.TrimRight(config, "\n") + "\n" + loaded
+	}
 	if config != "" {
 		path := filepath.Join(dir, "config.yaml")
 		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
@@ -176,7 +180,7 @@ func start(t *testing.T, redisURL, config string, extra ...string) *server {
 	}()
 	select {
 	case s.url = <-lines:
-	case <-time.After(15 * time.Second):
+	case <-time.After(60 * time.Second): // a busy machine starts a process slowly
 		t.Fatalf("otpguard did not start; its logs:\n%s", s.logs.String())
 	}
 	return s
@@ -270,18 +274,32 @@ func (s *server) messages(t *testing.T) []outboxLine {
 	return out
 }
 
-// lastCode is the code of the last message to to.
+// lastCode is the code of the last message to to, waiting up to 30s for
+// one (a message may be written after the answer that caused it).
 func (s *server) lastCode(t *testing.T, to string) string {
 	t.Helper()
-	msgs := s.messages(t)
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].To == to {
-			return msgs[i].Code
+	var msgs []outboxLine
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		msgs = s.messages(t)
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].To == to {
+				return msgs[i].Code
+			}
+		}
+		if time.Now().After(deadline) {
+			break
 		}
 	}
-	t.Fatalf("no message to %s in the outbox (%d messages)", to, len(msgs))
+	t.Fatalf("no message to %s in the outbox after 30s (%d messages)", to, len(msgs))
 	return ""
 }
+
+// loaded is the store of tests that are not about the store's latency
+// (every test with a config of its own, unless it sets store): the
+// default store.timeout (50ms) lets the backstop decide, or a send fail,
+// when a busy machine delays a Redis answer. The fault tests, which are
+// about that bound, start with no config and keep it.
+const loaded = "store: {timeout: 10s}\n"
 
 // eachMaster runs fn on every master node of rdb (the node itself for a
 // single server), one after the other.

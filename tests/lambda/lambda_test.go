@@ -273,7 +273,7 @@ func bootstraps(t *testing.T, bin string, rb lambdaRedis) {
 				}
 			case msg := <-api.initErr:
 				t.Fatalf("init error: %s\n%s", msg, stderr.String())
-			case <-time.After(20 * time.Second):
+			case <-time.After(60 * time.Second):
 				t.Fatalf("the bootstrap never asked for an invocation; stderr:\n%s", stderr.String())
 			}
 
@@ -350,9 +350,9 @@ func toHeader(m map[string]string) http.Header {
 	return h
 }
 
-// waitFor returns b's text once it holds want, or after 3 seconds.
+// waitFor returns b's text once it holds want, or after 30 seconds.
 func waitFor(b *testutil.Buffer, want string) string {
-	out, _ := b.WaitFor(want, 3*time.Second)
+	out, _ := b.WaitFor(want, 30*time.Second)
 	return out
 }
 
@@ -544,7 +544,7 @@ func TestABootstrapThatCannotReadItsConfigAnswersNotReady(t *testing.T) {
 	case <-api.firstNext:
 	case msg := <-api.initErr:
 		t.Fatalf("init error posted (a crash loop): %s", msg)
-	case <-time.After(20 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatalf("the bootstrap never asked for an invocation: %s", stderr.String())
 	}
 	event, err := os.ReadFile(filepath.Join(root, "events", "health.json"))

@@ -1,0 +1,79 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/memstore"
+)
+
+// TestTheBoundForgetsTheLeastRecentlyUsed: a store of at most max
+// states, used at random, forgets exactly the least recently used state
+// each time it holds one too many, as a naive model (a list in order of
+// use) says. Each take's remaining tells whether its subject was kept
+// (its count goes on) or forgotten (it starts afresh).
+func TestTheBoundForgetsTheLeastRecentlyUsed(t *testing.T) {
+	for _, max := range []int{1, 2, 3, 7} {
+		t.Run(fmt.Sprint("max", max), func(t *testing.T) {
+			now := time.Unix(1_900_000_000, 0)
+			mem := memstore.NewSized(func() time.Time { return now }, max)
+			spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 1000, Window: 24 * time.Hour, Enforce: true}
+			rng := rand.New(rand.NewPCG(uint64(max), 1))
+			var order []string          // the model: most recent first
+			count := map[string]int64{} // what the model remembers
+			for step := range 2000 {
+				tag := fmt.Sprint("t", rng.IntN(max+3))
+				res, err := mem.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i := slices.Index(order, tag); i >= 0 {
+					order = slices.Delete(order, i, i+1)
+				} else {
+					count[tag] = 0
+				}
+				order = slices.Insert(order, 0, tag)
+				count[tag]++
+				for len(order) > max {
+					delete(count, order[len(order)-1])
+					order = order[:len(order)-1]
+				}
+				if want := spec.Limit - count[tag]; res[0].Remaining != want {
+					t.Fatalf("step %d, %s: remaining %d, want %d (the model's order %v)", step, tag, res[0].Remaining, want, order)
+				}
+				if mem.Len() != len(order) {
+					t.Fatalf("step %d: %d states held, the model %d", step, mem.Len(), len(order))
+				}
+			}
+		})
+	}
+}
+
+// TestEndedStatesAreForgotten: besides the bound, each operation forgets
+// up to two states at the tail whose every part has ended (at their end
+// exactly), so that a quiet store does not hold what no longer counts.
+func TestEndedStatesAreForgotten(t *testing.T) {
+	now := time.Unix(1_900_000_000, 0)
+	mem := memstore.NewSized(func() time.Time { return now }, 1000)
+	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Enforce: true}
+	take := func(tag string) {
+		if _, err := mem.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		take(fmt.Sprint("old", i))
+	}
+	now = now.Add(time.Second) // every old window ends now, exactly
+	for _, want := range []int{9, 7, 5, 3, 1, 1} {
+		take("new")
+		if n := mem.Len(); n != want {
+			t.Fatalf("%d states held, want %d", n, want)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/internal/localredis"
+)
+
+// TestAMirroredBackstopAnswersAsTheStore: the backstop told every answer
+// of the store (Mirror) answers the next request as the store would:
+// allowed or not, how many remain, a lockout. Takes begun and not yet
+// answered (Begin) count as taken until they end (End) or are answered.
+// (Ratios and elastic limits are not told their counts: not compared.
+// Distinct is left out: its mirror can hold one entry too few, see the
+// note in the README's Testing section.)
+func TestAMirroredBackstopAnswersAsTheStore(t *testing.T) {
+	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 8 * time.Second, Reset: time.Minute}
+	w := 10 * time.Second
+	specs := []*guard.Spec{
+		{ID: "fw", Algorithm: guard.FixedWindow, Limit: 3, Window: w, Enforce: true},
+		{ID: "tb", Algorithm: guard.TokenBucket, Limit: 4, Window: w, Enforce: true},
+		{ID: "sw", Algorithm: guard.SlidingWindow, Limit: 3, Window: w, Enforce: true},
+		{ID: "sl", Algorithm: guard.SlidingLog, Limit: 3, Window: w, Enforce: true},
+		{ID: "cc", Algorithm: guard.Concurrency, Limit: 2, Window: w, Enforce: true},
+		{ID: "Fl", Algorithm: guard.FixedWindow, Limit: 2, Window: w, Enforce: true, Lockout: lockout},
+	}
+	for _, spec := range specs {
+		t.Run(string(spec.Algorithm)+" "+spec.ID, func(t *testing.T) {
+			srv, err := localredis.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			srv.SetTime(now)
+			lua := redisstore.New(srv.Client(), redisstore.Options{})
+			mem := memstore.New(func() time.Time { return now })
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(7, uint64(len(spec.ID))))
+			const tag = "AAAAAAAAAAAAAAAAAAAAAA"
+			peek := func() guard.Op {
+				return guard.Op{Kind: guard.Peek, Spec: spec, Tag: tag, Cost: 1, Member: "z"}
+			}
+			for step := range 120 {
+				if rng.IntN(3) == 0 {
+					d := time.Duration(rng.IntN(30)) * 100 * time.Millisecond
+					now = now.Add(d)
+					srv.SetTime(now)
+					srv.FastForward(d)
+				}
+				op := guard.Op{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1, Member: fmt.Sprint("m", step)}
+				if spec.Algorithm == guard.Distinct {
+					op.Member = fmt.Sprint("v", rng.IntN(4))
+				}
+				if spec.Lockout != nil && rng.IntN(3) == 0 {
+					op.Kind = guard.Strike
+				}
+				batch := []guard.Op{op}
+				// the take in flight counts in the backstop until answered
+				mem.Begin(batch)
+				if op.Kind == guard.Take {
+					b, _ := mem.Do(ctx, []guard.Op{peek()})
+					l, _ := lua.Do(ctx, []guard.Op{peek()})
+					if l[0].Allowed && b[0].Remaining > l[0].Remaining-1 && spec.Algorithm != guard.Distinct {
+						t.Fatalf("step %d: a take in flight is not counted: backstop %+v, store %+v", step, b[0], l[0])
+					}
+				}
+				res, err := lua.Do(ctx, batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mem.Mirror(batch, res)
+				l, _ := lua.Do(ctx, []guard.Op{peek()})
+				b, _ := mem.Do(ctx, []guard.Op{peek()})
+				if l[0].Allowed != b[0].Allowed || l[0].Remaining != b[0].Remaining || l[0].Locked != b[0].Locked {
+					t.Fatalf("step %d after %s (%+v):\n store    %+v\n backstop %+v", step, op.Kind, res[0], l[0], b[0])
+				}
+				// another take begun and ended (its call failed) changes nothing
+				other := []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1, Member: fmt.Sprint("x", step)}}
+				mem.Begin(other)
+				mem.End(other)
+				if a, _ := mem.Do(ctx, []guard.Op{peek()}); a[0].Remaining != b[0].Remaining || a[0].Allowed != b[0].Allowed {
+					t.Fatalf("step %d: Begin then End left %+v, was %+v", step, a[0], b[0])
+				}
+			}
+		})
+	}
+}
+
+// TestALeaseTakesAQuarterOfWhatIsLeftAtMost: a take that asks for extra
+// units (a lease) gets them from what the limit leaves, at most a
+// quarter of it, in both stores.
+func TestALeaseTakesAQuarterOfWhatIsLeftAtMost(t *testing.T) {
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	srv.SetTime(now)
+	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 100, Window: time.Hour, Enforce: true}
+	for name, st := range map[string]guard.Store{"lua": redisstore.New(srv.Client(), redisstore.Options{}), "memstore": memstore.New(func() time.Time { return now })} {
+		for i, c := range []struct{ extra, taken, remaining int64 }{
+			{10, 11, 89}, // 99 left after the unit: a quarter is 24, 10 asked
+			{40, 23, 66}, // 88 left: a quarter, 22
+			{0, 1, 65},
+		} {
+			res, err := st.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: "L" + name, Cost: 1, Extra: c.extra}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Taken != c.taken || res[0].Remaining != c.remaining {
+				t.Errorf("%s, take %d (extra %d): taken %d, remaining %d; want %d, %d", name, i+1, c.extra, res[0].Taken, res[0].Remaining, c.taken, c.remaining)
+			}
+		}
+	}
+}
