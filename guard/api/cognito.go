@@ -150,7 +150,7 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 			}
 			return deniedFor(d, p)
 		}
-		receipt = s.Guard.AttemptReceipt(d)
+		receipt = s.Guard.Receipt(d)
 	}
 	msg, err := s.cognitoMessage(dest, purpose, m)
 	if err == nil {
@@ -291,7 +291,7 @@ func (s *Server) triggerDecide(ctx context.Context, rec *record, req guard.Reque
 // and counts it as a failure until CognitoPostAuthentication gives it
 // back (a wrong password never reaches that trigger, so it stays a
 // failure, lockouts included). receipt is what giving it back takes
-// (guard.AttemptReceipt: every rule the attempt counted on, those keyed on
+// (guard.Receipt: every rule the attempt counted on, those keyed on
 // the client address and its networks included; "" when it took nothing
 // to give back): Cognito passes PostAuthentication no client metadata,
 // so the caller keeps it until then. A denial is *Denied.
@@ -301,7 +301,7 @@ func (s *Server) CognitoPreAuthentication(ctx context.Context, sub TriggerSubjec
 	err = s.triggerDecide(ctx, rec, guard.Request{Action: "login"}, sub)
 	var denied *Denied
 	if err == nil {
-		return s.Guard.AttemptReceipt(rec.decision), nil
+		return s.Guard.Receipt(rec.decision), nil
 	}
 	if !errors.As(err, &denied) {
 		return "", err
@@ -333,7 +333,7 @@ func (s *Server) CognitoPreAuthentication(ctx context.Context, sub TriggerSubjec
 func (s *Server) CognitoPostAuthentication(ctx context.Context, receipts ...string) error {
 	var errs []error
 	for _, r := range receipts {
-		errs = append(errs, s.Guard.SettleAttempt(context.WithoutCancel(ctx), r, guard.Success))
+		errs = append(errs, s.Guard.SettleReceipt(context.WithoutCancel(ctx), r, guard.Success))
 	}
 	return errors.Join(errs...)
 }
@@ -370,7 +370,7 @@ func (s *Server) CognitoConfirmed(ctx context.Context, reset bool, email, phone 
 			errs = append(errs, err) // !deleted: another confirmation settled it
 			continue
 		}
-		errs = append(errs, s.Guard.SettleAttempt(context.WithoutCancel(ctx), strings.TrimSpace(string(receipt)), guard.Success))
+		errs = append(errs, s.Guard.SettleReceipt(context.WithoutCancel(ctx), strings.TrimSpace(string(receipt)), guard.Success))
 	}
 	return errors.Join(errs...)
 }

@@ -33,7 +33,7 @@ func auth(t *testing.T, rules string) *triggers.Handler {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Close)
-	return &triggers.Handler{Server: a.Server, Log: slog.New(slog.DiscardHandler), TrustedClients: []string{"backend"}}
+	return &triggers.Handler{Server: a.Server, Log: slog.New(slog.DiscardHandler), TrustedClients: []string{"backend"}, Redis: srv.Client()}
 }
 
 // signIn is one sign-in as Cognito runs the triggers: PreAuthentication,

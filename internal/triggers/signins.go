@@ -22,7 +22,7 @@ import (
 // asn, [account, ip]) included; PostAuthentication must give back
 // exactly that, yet Cognito passes it no client metadata and nothing that
 // names the attempt. So each PreAuthentication keeps its attempt's receipt
-// (guard.AttemptReceipt: rule names, keyed tags, times, units) in Redis,
+// (guard.Receipt: rule names, keyed tags, times, units) in Redis,
 // in a sorted set per user keyed by a keyed hash of the pool and the user
 // name (never the name itself), scored by when it was kept, for
 // signInTTL; PostAuthentication takes the newest and settles it.

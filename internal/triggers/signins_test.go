@@ -11,7 +11,7 @@ import (
 )
 
 // Receipts of the tests' attempts: the account's rule and the address's,
-// as guard.AttemptReceipt writes them (name,tag,at,units[,member]).
+// as guard.Receipt writes them (name,tag,at,units[,member]).
 const (
 	accountEntry = "login-per-device,AAAAAAAAAAAAAAAAAAAAAA,1700000000000000,1"
 	ownerIP      = "login-per-ip,BBBBBBBBBBBBBBBBBBBBBB,1700000000000000,1 login-failed-accounts-per-ip,BBBBBBBBBBBBBBBBBBBBBB,1700000000000000,1,mmmmmmmmmmm"

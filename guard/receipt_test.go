@@ -11,13 +11,13 @@ import (
 	"github.com/otpguard/otpguard/guard/memstore"
 )
 
-// TestAnAttemptReceiptSettlesEveryRuleItTook: an attempt receipt, settled
+// TestAReceiptSettlesEveryRuleItTook: a receipt, settled
 // by another request that knows nothing of the attempt's subject, gives
 // back every failure-counting rule's take, a distinct rule's member
 // included (a receipt without it removes nothing from the set); settled
 // again, or as a void attempt twice, it gives back nothing more than was
 // taken.
-func TestAnAttemptReceiptSettlesEveryRuleItTook(t *testing.T) {
+func TestAReceiptSettlesEveryRuleItTook(t *testing.T) {
 	cfg, err := guard.ParseConfig([]byte(`rules:
   - {name: accounts-per-ip, action: login, key: [ip], algorithm: distinct, of: account, count: failures, limit: 3, window: 1h}
   - {name: per-account, action: login, key: [account], count: failures, limit: 2, window: 1h}
@@ -50,13 +50,13 @@ func TestAnAttemptReceiptSettlesEveryRuleItTook(t *testing.T) {
 	if err != nil || !d.Allowed {
 		t.Fatalf("%+v %v", d, err)
 	}
-	receipt := g.AttemptReceipt(d)
+	receipt := g.Receipt(d)
 	if n := len(strings.Fields(receipt)); n != 4 {
 		t.Fatalf("receipt %q names %d rules, want 4", receipt, n)
 	}
 	for _, e := range strings.Fields(receipt) {
-		if f := strings.Split(e, ","); (f[0] == "accounts-per-ip") != (len(f) == 5) {
-			t.Errorf("entry %q: the distinct rule's member, and only it, is a fifth field", e)
+		if f := strings.Split(e, ","); len(f) != 6 || (f[0] == "accounts-per-ip") != (f[4] != "") {
+			t.Errorf("entry %q: the distinct rule's member, and only it, is its fifth field", e)
 		}
 	}
 	if strings.Contains(receipt, "ann") || strings.Contains(receipt, "198.51") {
@@ -68,7 +68,7 @@ func TestAnAttemptReceiptSettlesEveryRuleItTook(t *testing.T) {
 	if got := remaining("account", guard.Subject{Account: "ann"})["per-account"]; got != 1 {
 		t.Fatalf("per-account: %d left after the attempt, want 1", got)
 	}
-	if err := g.SettleAttempt(ctx, receipt, guard.Success); err != nil {
+	if err := g.SettleReceipt(ctx, receipt, guard.Success); err != nil {
 		t.Fatal(err)
 	}
 	if got := remaining("ip", guard.Subject{IP: ip})["accounts-per-ip"]; got != fresh {
@@ -81,18 +81,19 @@ func TestAnAttemptReceiptSettlesEveryRuleItTook(t *testing.T) {
 	if d, err = g.Allow(ctx, req); err != nil || !d.Allowed {
 		t.Fatal(err)
 	}
-	if err := g.SettleAttempt(ctx, g.AttemptReceipt(d), guard.Void); err != nil {
+	if err := g.SettleReceipt(ctx, g.Receipt(d), guard.Void); err != nil {
 		t.Fatal(err)
 	}
 	if got := remaining("ip", guard.Subject{IP: ip})["accounts-per-ip"]; got != fresh {
 		t.Errorf("accounts-per-ip: %d left after a void attempt, want %d", got, fresh)
 	}
-	for _, bad := range []string{"x", "a,b,c", "per-account,AAAAAAAAAAAAAAAAAAAAAA,1,0", "per-account,AAAAAAAAAAAAAAAAAAAAAA,x,1"} {
-		if err := g.SettleAttempt(ctx, bad, guard.Success); err == nil {
+	for _, bad := range []string{"x", "a,b,c", "per-account,AAAAAAAAAAAAAAAAAAAAAA,1,0", "per-account,AAAAAAAAAAAAAAAAAAAAAA,x,1",
+		"per-account,AAAAAAAAAAAAAAAAAAAAAA,1,1,,z"} {
+		if err := g.SettleReceipt(ctx, bad, guard.Success); err == nil {
 			t.Errorf("%q settled", bad)
 		}
 	}
-	if err := g.SettleAttempt(ctx, receipt, guard.Failure); err == nil {
+	if err := g.SettleReceipt(ctx, receipt, guard.Failure); err == nil {
 		t.Error("a receipt settled as a failure")
 	}
 }
