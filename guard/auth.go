@@ -35,7 +35,7 @@ type LoginResult struct {
 	// Passthrough is an answer to relay as it is (the app's own endpoint).
 	Passthrough *Passthrough
 	// VerifiedEmail and VerifiedPhone are the account's addresses its
-	// owner has proven, where a step-up code can go (SPEC section 11):
+	// owner has proven, where a step-up code can go (docs/contract.md §6):
 	// the local account's confirmed email; Cognito's email or
 	// phone_number when its _verified attribute is true; the app's
 	// X-Otpguard-Verified-Email or -Phone answer headers.

@@ -27,7 +27,7 @@ var defaultYAML []byte
 // DefaultYAML returns the embedded default configuration document.
 func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
 
-// Config is the whole otpguard configuration document (SPEC section 4).
+// Config is the whole otpguard configuration document (docs/contract.md §5).
 // Its zero value is not usable; start from [DefaultConfig] or [ParseConfig].
 type Config struct {
 	OTP     OTPConfig     `yaml:"otp"`
@@ -94,7 +94,7 @@ type NetworkConfig struct {
 	ASNDatabase string `yaml:"asnDatabase"`
 }
 
-// ChallengeConfig configures the proofs of SPEC section 11.
+// ChallengeConfig configures the proofs of docs/contract.md §6.
 type ChallengeConfig struct {
 	// Captcha is the CAPTCHA provider that challenged sends, signups and
 	// custom actions are asked to solve. Required when such a rule is in
@@ -126,7 +126,7 @@ var CaptchaProviders = map[string]string{
 	"recaptcha": "https://www.google.com/recaptcha/api/siteverify",
 }
 
-// DevicesConfig configures trusted-device tokens (SPEC section 10).
+// DevicesConfig configures trusted-device tokens (docs/contract.md §7).
 type DevicesConfig struct {
 	// TTL is how long a device token stays valid after it is issued (each
 	// successful login issues a fresh one). Default 180 days (4320h), 1h
@@ -162,7 +162,7 @@ type DenyCacheConfig struct {
 	Size int `yaml:"size"`
 }
 
-// Rule is one rate limit. See SPEC section 4 for the meaning of each field.
+// Rule is one rate limit. See docs/contract.md §5 for the meaning of each field.
 type Rule struct {
 	// Name identifies the rule in decisions, logs and metrics; unique.
 	Name string `yaml:"name"`
@@ -314,7 +314,7 @@ func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
 // Algorithm names a rate-limiting algorithm.
 type Algorithm string
 
-// The algorithms (SPEC section 5).
+// The algorithms (docs/contract.md §5).
 const (
 	FixedWindow   Algorithm = "fixed_window"
 	SlidingWindow Algorithm = "sliding_window"
@@ -354,7 +354,7 @@ const (
 	ModeShadow  = "shadow"
 	ModeSoft    = "soft"
 	// ModeChallenge: where the rule would deny, the request is asked for
-	// a proof instead (SPEC section 11) and counts as admitted.
+	// a proof instead (docs/contract.md §6) and counts as admitted.
 	ModeChallenge  = "challenge"
 	CountRequests  = "requests"
 	CountFailures  = "failures"

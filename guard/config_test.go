@@ -107,7 +107,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"store: {timeout: soon}", "line 1: cannot unmarshal !!str `soon`"},
 		{"otp: [1, 2]", "cannot unmarshal"},
 		{"otp: {length: 6}\n---\notp: {length: 7}\n", "more than one YAML document"},
-		// SPEC section 10
+		// docs/contract.md §7
 		{rule(", algorithm: ratio"), "rules[0] (r).limit: the ratio algorithm's limit is the failure ratio that denies, a percentage such as 80%"},
 		{"rules:\n  - {name: r, action: login, key: [ip], limit: 100%, window: 1m, algorithm: ratio}\n", "rules[0] (r).limit: must be 1% to 99%, got 100%"},
 		{"rules:\n  - {name: r, action: login, key: [ip], limit: 80%, window: 1m}\n", "rules[0] (r).limit: a percentage is only the ratio algorithm's limit"},
@@ -122,7 +122,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{rule(", when: {device: known}"), `rules[0] (r).when.device: "known" is not trusted or untrusted`},
 		{rule(", algorithm: distinct, of: device"), "rules[0] (r).of: devices cannot be counted"},
 		{"devices: {ttl: 10m}", "devices.ttl: must be 1h to 400 days"},
-		// SPEC section 11
+		// docs/contract.md §6
 		{"rules:\n  - {name: r, action: otp.send, key: [ip], limit: 5, window: 1m, mode: challenge}\n", "rules[0] (r).mode: a otp.send rule in mode challenge asks for a CAPTCHA: configure challenge.captcha"},
 		{rule(", mode: challenge, fallback: maybe"), `rules[0] (r).fallback: must be deny or allow, got "maybe"`},
 		{rule(", fallback: allow"), "rules[0] (r).fallback: only applies to mode challenge"},

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Trusted devices (OWASP's device cookies, SPEC section 10). A device
+// Trusted devices (OWASP's device cookies, docs/contract.md §7). A device
 // token is issued for an account when a login succeeds or a code for the
 // login and reset purposes is approved; a client that presents it later
 // is a device that has proven the account before. It is

@@ -10,7 +10,7 @@
 //
 // A caller parses what it knows of the subject ([ParseEmail],
 // [ParsePhone], [ParseIP], [ParseAccount]: normalization closes the
-// bypasses, see SPEC section 3) and asks:
+// bypasses, see docs/contract.md §4) and asks:
 //
 //	d, err := g.Allow(ctx, guard.Request{Action: "login", Subject: s})
 //
@@ -94,7 +94,7 @@
 //     whose calls time out is not admitted by Redis and then again by the
 //     backstop. It never vetoes an answer Redis gave.
 //
-// # Distributed attacks (SPEC section 10)
+// # Distributed attacks (docs/contract.md §7)
 //
 // Network dimensions (ip/24, ip/16, asn through Options.Networks) group
 // an attacker's addresses. A ratio rule counts attempts and failures over

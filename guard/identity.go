@@ -81,7 +81,7 @@ func isAtext(r rune) bool {
 
 var emailIDNA = idna.New(idna.MapForLookup(), idna.BidiRule(), idna.ValidateForRegistration(), idna.Transitional(false))
 
-// ParseEmail normalizes an email address (SPEC section 3). It accepts only
+// ParseEmail normalizes an email address (docs/contract.md §4). It accepts only
 // an unquoted ASCII local part: after NFKC, fullwidth and other compatibility
 // forms have become ASCII, and a non-ASCII local part is refused rather than
 // counted apart from its look-alikes.

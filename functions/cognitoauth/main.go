@@ -1,7 +1,7 @@
 // Command cognitoauth is a Cognito user pool's pre sign-up, pre
 // authentication, post authentication and post confirmation triggers: the
 // signup and login rules, lockouts included, for apps that call the pool
-// directly (SPEC section 12). A denial is an error whose text Cognito
+// directly (docs/contract.md §10). A denial is an error whose text Cognito
 // shows the user. All of its set-up is internal/lambdaapp's.
 package main
 

@@ -1,7 +1,7 @@
 // Command cognitosend is a Cognito user pool's custom SMS sender and
 // custom email sender (V1_0): it decrypts the code with the stack's KMS
 // key, applies the otp.send rules and delivers through SES and SNS as the
-// send function does (SPEC section 12). A denial sends nothing and
+// send function does (docs/contract.md §10). A denial sends nothing and
 // returns normally. All of its set-up is internal/lambdaapp's.
 package main
 

@@ -19,7 +19,7 @@ import (
 	"github.com/otpguard/otpguard/guard/otp"
 )
 
-// Challenges (SPEC section 11). A rule in mode challenge that would deny
+// Challenges (docs/contract.md §6). A rule in mode challenge that would deny
 // asks for a proof instead: a login whose password is right gets a
 // step-up code at the account's verified address and its result is held
 // until the code comes back (POST /v1/login/challenge); a send or a signup

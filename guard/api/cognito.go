@@ -1,6 +1,6 @@
 package api
 
-// Cognito's Lambda triggers (SPEC section 12): the same rules, store,
+// Cognito's Lambda triggers (docs/contract.md §10): the same rules, store,
 // senders, logs and metrics as the HTTP routes, for a user pool that apps
 // call directly. internal/triggers decodes the events and decrypts the
 // codes; these methods decide, send and count.

@@ -8,7 +8,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 )
 
-// Trusted devices (SPEC section 10): a successful login and an approved
+// Trusted devices (docs/contract.md §7): a successful login and an approved
 // code for the login and reset purposes answer with a device token, as
 // member deviceToken and as the cookie og_device; a later login presents
 // it (the cookie, an X-Device-Token header or a deviceToken member), and

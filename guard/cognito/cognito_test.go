@@ -126,7 +126,7 @@ func TestSignUpAnswers(t *testing.T) {
 }
 
 // The addresses a step-up code may go to are the ID token's verified ones
-// (SPEC section 11): an unverified email is no address.
+// (docs/contract.md §6): an unverified email is no address.
 func TestVerifiedAddressesComeFromTheIDToken(t *testing.T) {
 	idToken := func(claims string) *string {
 		return aws.String("eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig")

@@ -1,4 +1,4 @@
-// Package events defines otpguard's security events (SPEC section 13):
+// Package events defines otpguard's security events (docs/contract.md §11):
 // what an operator routes to email, chat or a SIEM. On AWS they go to
 // Amazon EventBridge (source "otpguard", the detail-types below); locally
 // to the log. No event carries a clear identifier: subjects are the keyed

@@ -13,7 +13,7 @@ import (
 	"github.com/otpguard/otpguard/guard/memstore"
 )
 
-// SPEC section 10 on every backend (a single Redis, a three-master
+// docs/contract.md §7 on every backend (a single Redis, a three-master
 // cluster where a subject's keys and its device state sit in different
 // slots, and the Serverless double): network keys, failure ratios,
 // trusted devices and budgets that follow verified traffic.

@@ -74,7 +74,7 @@ func (a *Authenticator) post(ctx context.Context, to string, body []byte, ip, us
 }
 
 // The headers of the app's login answer that name the account's verified
-// addresses, where a step-up code goes (SPEC section 11); they are not
+// addresses, where a step-up code goes (docs/contract.md §6); they are not
 // relayed to the client.
 const (
 	VerifiedEmailHeader = "X-Otpguard-Verified-Email"

@@ -1,4 +1,4 @@
-// Package console is `otpguard console` (SPEC section 13), the operator's
+// Package console is `otpguard console` (docs/contract.md §11), the operator's
 // web console, and the routes it reads and writes on the local server
 // (`make run`): the rules with their decisions over time, a subject's
 // state with unblock and device revocation, and the config document with

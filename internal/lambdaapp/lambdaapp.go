@@ -76,8 +76,8 @@ type Function struct {
 	// Captcha: the function may ask for a CAPTCHA (a challenged send or
 	// signup): it reads the provider's secret, when the stack has one.
 	Captcha bool
-	// Trigger: the function is a Cognito user pool's triggers (SPEC
-	// section 12): its events are Cognito's, not the HTTP API's.
+	// Trigger: the function is a Cognito user pool's triggers (docs/contract.md
+	// §10): its events are Cognito's, not the HTTP API's.
 	Trigger bool
 	// KMS: the function decrypts the custom senders' codes with the
 	// stack's KMS key.
@@ -118,7 +118,7 @@ var (
 	Verify = Function{Name: "verify", Hashes: true, Signs: true}
 	Jwks   = Function{Name: "jwks", Signs: true}
 	Health = Function{Name: "health"}
-	// login sends the step-up codes of challenged logins (SPEC section 11)
+	// login sends the step-up codes of challenged logins (docs/contract.md §6)
 	Login   = Function{Name: "login", Auth: true, Hashes: true, Senders: Email | SMS}
 	Signup  = Function{Name: "signup", Auth: true, Hashes: true, Captcha: true}
 	Backend = Function{Name: "backend", Internal: true, Hashes: true}

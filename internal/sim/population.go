@@ -27,7 +27,7 @@ type person struct {
 	refused, refusedFirst bool
 }
 
-// The networks legitimate users come from (SPEC section 10 is about
+// The networks legitimate users come from (docs/contract.md §7 is about
 // telling these from an attacker's): most users sit in a few big ISPs'
 // /16s with thousands of users each, mobile users behind carrier-grade
 // NATs (dozens of users per address), office workers behind one address

@@ -48,7 +48,7 @@ type Options struct {
 const (
 	Pumping = "sms pumping"
 	// PumpingCognito is the same pumping through a Cognito user pool's
-	// sign-up: the custom SMS sender trigger (SPEC section 12).
+	// sign-up: the custom SMS sender trigger (docs/contract.md §10).
 	PumpingCognito = "sms pumping (Cognito sign-up)"
 	Bombing        = "email bombing"
 	BruteForce     = "otp brute force"

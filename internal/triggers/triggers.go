@@ -1,5 +1,5 @@
 // Package triggers is otpguard as a Cognito user pool's Lambda triggers
-// (SPEC section 12): it decodes the events Cognito sends, decrypts the
+// (docs/contract.md §10): it decodes the events Cognito sends, decrypts the
 // custom senders' codes (guard/esdk, with the stack's KMS key), and hands
 // them to the API's trigger methods (guard/api/cognito.go), which apply
 // the same rules, senders, logs and metrics as the HTTP routes.

@@ -350,9 +350,10 @@ rules:
 }
 
 // login: a login as the API makes it, a decision and, the password being
-// right, its settlement as a success, under the default rules before SPEC
-// section 10 (6 login rules) and now (8 rules: the network ratio and the
-// networks per account for untrusted clients, the per-device lockout),
+// right, its settlement as a success, under the default rules before the
+// network rules (docs/contract.md §7: 6 login rules) and now (the network
+// ratio and the networks per account for untrusted clients, the
+// per-device lockout),
 // from an untrusted client and from a trusted device (whose decision
 // carries the device check and the conditional ops in the same call).
 func (b *bench) login(ctx context.Context) error {
@@ -396,7 +397,7 @@ func (b *bench) login(ctx context.Context) error {
 			return true, err
 		}
 	}
-	return b.compare(ctx, "login: a decision and its settlement as a success (2 calls), under the default login rules before and after SPEC section 10", []impl{
+	return b.compare(ctx, "login: a decision and its settlement as a success (2 calls), under the default login rules before and after the network rules", []impl{
 		{"previous defaults (6 rules)", login(gPrev, reqs)},
 		{"defaults, untrusted (8 rules)", login(gNew, reqs)},
 		{"defaults, trusted device", login(gTrusted, trusted)},

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The first `sam deploy` in a real account (issue 29): what cfn-lint and
+// The first `sam deploy` in a real account: what cfn-lint and
 // the SAM translator accept, and AWS then refuses.
 
 // nameLimits are the names the stack derives from its own name, with the

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// SPEC section 11 over HTTP on the built server: step-up codes on
+// docs/contract.md §6 over HTTP on the built server: step-up codes on
 // challenged logins, CAPTCHAs on challenged sends and signups.
 
 // challengeEverything challenges every login after the first of the

@@ -14,7 +14,7 @@ import (
 	"github.com/maxmind/mmdbwriter/mmdbtype"
 )
 
-// SPEC section 10 over HTTP, on the built server: an ASN rule on a
+// docs/contract.md §7 over HTTP, on the built server: an ASN rule on a
 // database built here, sends settled by the verify that approves their
 // code, and trusted-device tokens.
 

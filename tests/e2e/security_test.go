@@ -17,7 +17,7 @@ import (
 	"github.com/otpguard/otpguard/internal/testutil"
 )
 
-// The regression tests of issue 8: holes an outside probe found in the OTP
+// Regression tests of holes an outside probe found in the OTP
 // flow. Each is named for its defect and fails on the code before the fix.
 
 // Defect 1: a code approves only the exact address it was delivered to;

@@ -76,8 +76,7 @@ func remaining(t *testing.T, g *storeReader, dimension string, s guard.Subject) 
 	return out
 }
 
-// TestPostAuthenticationGivesBackWhatPreAuthenticationTook (issue 26,
-// item 4): a trusted backend passes the user's address to
+// TestPostAuthenticationGivesBackWhatPreAuthenticationTook: a trusted backend passes the user's address to
 // PreAuthentication, which counts the attempt as a failure on the rules
 // keyed on the address and its networks too (ip, ip/16, [account, ip]);
 // Cognito passes PostAuthentication no client metadata, yet it gives back
@@ -204,7 +203,7 @@ func equal(a, b map[string]int64) bool {
 	return true
 }
 
-// TestEveryResendIsSettledAtConfirmation (issue 26, item 7): a sign-up's
+// TestEveryResendIsSettledAtConfirmation: a sign-up's
 // code, then a resend (Cognito's ResendCode), both count as unverified
 // sends on the destination until the sign-up is confirmed; the
 // confirmation settles both (before, the second receipt replaced the
