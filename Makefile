@@ -1,4 +1,4 @@
-# otpguard — see README.md. Every target works on a fresh machine with Go;
+# otpguard — see README.md and docs/running.md. Every target works on a fresh machine with Go;
 # the ones that need redis-server install it (as root, with apt) first.
 
 SHELL       := /bin/bash

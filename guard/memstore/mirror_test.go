@@ -19,7 +19,7 @@ import (
 // answered (Begin) count as taken until they end (End) or are answered.
 // (Ratios and elastic limits are not told their counts: not compared.
 // Distinct is left out: its mirror can hold one entry too few, see the
-// note in the README's Testing section.)
+// note in docs/testing.md.)
 func TestAMirroredBackstopAnswersAsTheStore(t *testing.T) {
 	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 8 * time.Second, Reset: time.Minute}
 	w := 10 * time.Second

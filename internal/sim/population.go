@@ -339,7 +339,7 @@ func (e *engine) history(p *person) {
 // by SMS the day before the warm-up day (through the guard: a send and
 // its receipt settled), so that the countries' and number ranges'
 // budgets of unverified SMS start from a steady state, as in production
-// (a cold start is README's "Codes that follow verified traffic").
+// (a cold start is docs/api.md, "Codes that follow verified traffic").
 func (e *engine) verifiedBefore() {
 	ctx := context.Background()
 	now := e.now

@@ -128,14 +128,23 @@ func TestTheWafRuleNeverCountsTheStacksOwnEgress(t *testing.T) {
 	}
 }
 
-// readme is the README's text.
+// readme is the documentation's text: the README and every docs/ page.
 func readme(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("docs/*.md: %v", err)
 	}
-	return string(b)
+	var all strings.Builder
+	for _, p := range append([]string{filepath.Join(root, "README.md")}, pages...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+		all.WriteString("\n")
+	}
+	return all.String()
 }
 
 // TestTheDocumentedConfigCommandFitsTheDefaultConfig: the default config

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-var updateScreenshots = flag.Bool("update-screenshots", false, "write the console's screenshots to docs/ (the README shows them)")
+var updateScreenshots = flag.Bool("update-screenshots", false, "write the console's screenshots to docs/ (docs/console.md shows them)")
 
 const consoleConfig = behindProxy + `rules:
   - {name: login-per-account, action: login, key: [account], limit: 3, window: 1h, count: failures,

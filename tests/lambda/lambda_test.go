@@ -109,7 +109,7 @@ func (r *runtimeAPI) invoke(t *testing.T, id string, event []byte) events.APIGat
 	return resp
 }
 
-// sample is each events/*.json and the answer the README documents.
+// sample is each events/*.json and the answer docs/api.md documents.
 var samples = map[string]struct {
 	fn     string
 	status int

@@ -300,7 +300,7 @@ func TestEveryFunctionUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 				val := values.resolve(t, k, v)
 				if k == "REDIS_URL" {
 					// the template's URL, but for TLS: the double speaks
-					// plain RESP (README: TLS is not verified here)
+					// plain RESP (docs/deploy.md: TLS is not verified here)
 					if want := "rediss://otpguard@" + addr + "?cluster=true"; val != want {
 						t.Fatalf("REDIS_URL %s, want the stack's %s", val, want)
 					}

@@ -88,3 +88,22 @@ func TestTheREADMEIsAFrontPage(t *testing.T) {
 		}
 	}
 }
+
+// docs/config.md shows the default rules as guard/default.yaml has them.
+func TestTheDocumentedDefaultRulesAreTheDefaults(t *testing.T) {
+	def, err := os.ReadFile("../../guard/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rules, ok := strings.Cut(string(def), "\nrules:\n")
+	if !ok {
+		t.Fatal("guard/default.yaml has no rules list")
+	}
+	if !strings.Contains(string(doc), "```yaml\nrules:\n"+rules) {
+		t.Error("docs/config.md does not show guard/default.yaml's rules as they are: copy them in")
+	}
+}
