@@ -42,6 +42,9 @@ type Options struct {
 	Scale float64
 
 	debug func(*engine)
+	// store, when set, is the store the day runs on, given its virtual
+	// clock (default memstore: see BenchmarkTheDayOnTheLuaLibrary)
+	store func(clock func() time.Time) guard.Store
 }
 
 // Attack names, in report order.
@@ -198,7 +201,10 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	cfg.Network.TrustedProxies = nil
 	clock := func() time.Time { return e.now }
 	// Bounded well above what a day makes: nothing is forgotten.
-	store := memstore.NewSized(clock, 50_000_000)
+	var store guard.Store = memstore.NewSized(clock, 50_000_000)
+	if o.store != nil {
+		store = o.store(clock)
+	}
 	g, err := guard.New(cfg, store, guard.Options{Secret: secret, Backstop: noBackstop{}, Clock: clock, Networks: e.nets})
 	if err != nil {
 		return nil, err
