@@ -42,7 +42,7 @@ test: redis-server cognito-local esdk-node chromium
 	step faults bash -c "cd tests && $(GO) test -race -count=1 -timeout 30m -v ./faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS'; exit \$${PIPESTATUS[0]}"; \
 	step phonenumbers third_party/phonenumbers/upstream-tests.sh; \
 	if [ -n "$$failed" ]; then \
-		echo; echo "make test: FAILED:$$failed"; grep -h -E -e '^(--- FAIL|FAIL|panic:)' -e '^\s+\S+_test\.go:[0-9]+:' $$log/*.log; \
+		echo; echo "make test: FAILED:$$failed"; for f in $$failed; do grep -h -E -e '^(--- FAIL|FAIL|panic:)' -e '^\s+--- FAIL' -e '^\s+\S+_test\.go:[0-9]+:' $$log/$$f.log; done; \
 		rm -rf "$$log"; exit 1; fi; \
 	rm -rf "$$log"; echo "make test: every suite passed"
 

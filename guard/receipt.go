@@ -27,10 +27,6 @@ import (
 // maxReceipt bounds the rules one receipt names.
 const maxReceipt = 16
 
-// receiptClockSlack is how far two processes' estimates of the store's
-// clock may be apart (see SettleReceipt).
-const receiptClockSlack = time.Second
-
 // Receipt is what settling d later needs, or "" when d took and held back
 // nothing a later outcome settles (denied, no rule counts failures or
 // successes and none challenged, or the store failed and the backstop
@@ -147,17 +143,6 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 			continue // a set's entry is named by its member
 		}
 		op := Op{Kind: k, Spec: r.spec, Tag: f[1], Cost: units, Member: f[4], At: time.UnixMicro(at)}
-		if r.Algorithm == FixedWindow {
-			// A fixed window ignores a refund of a take older than the
-			// window's start, which it reckons from the settling call's
-			// clock within 2 ms; the take was made by another process
-			// (the send's, PreAuthentication's), whose estimate of the
-			// server's clock may differ by more where scripts may not
-			// read TIME: a refund then went nowhere. The take is named as
-			// of a second later: only a window started within that
-			// second after it is mistaken for its own.
-			op.At = op.At.Add(receiptClockSlack)
-		}
 		rules, ops = append(rules, r), append(ops, op)
 	}
 	if len(ops) == 0 {

@@ -143,7 +143,9 @@ type Op struct {
 	// Member names what a set algorithm adds or removes: a sliding-log
 	// entry, a concurrency lease, or the keyed hash of a distinct value.
 	Member string
-	// At is when the Take a Refund undoes was decided (store time).
+	// At is when the Take a Refund undoes was decided (store time). A
+	// fixed window takes it as its own when At is no more than
+	// [FixedWindowSlack] before the window's start.
 	At time.Time
 	// MaxWait bounds a Reserve.
 	MaxWait time.Duration
@@ -191,3 +193,13 @@ type OpResult struct {
 	// Now is the store's clock when the Op was applied.
 	Now time.Time
 }
+
+// FixedWindowSlack is how far before a fixed window's start a take that a
+// Refund, Cancel or Release names may have been made and still be given
+// back from that window. The start is reckoned from the settling call's
+// clock and the window's TTL, the take's time from the deciding call's:
+// two estimates of the store's clock (another process's, where scripts
+// may not read TIME) or two readings of a loaded server's, apart by more
+// than the TTL's milliseconds. Only a window started within the slack
+// after a take is mistaken for its own: a unit given back early.
+const FixedWindowSlack = time.Second

@@ -638,7 +638,7 @@ func (p *op) refund(now int64, success bool) {
 		if p.At.IsZero() {
 			at = 0
 		}
-		if st.e <= now || (at > 0 && at < st.e-p.window-2000) {
+		if st.e <= now || (at > 0 && at < st.e-p.window-guard.FixedWindowSlack.Microseconds()) {
 			return
 		}
 		st.c = max(0, st.c-p.cost)

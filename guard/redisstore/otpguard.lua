@@ -112,6 +112,9 @@ end
 
 local A = {}
 
+-- FW_SLACK: see A.fw.refund (µs; guard.FixedWindowSlack).
+local FW_SLACK = 1000000
+
 -- fixed_window: a count and the window's end; the window starts at the
 -- first hit. Packed: fields <id>c, <id>e. Own key: the count, PX the window.
 A.fw = {
@@ -154,9 +157,14 @@ A.fw = {
   end,
   refund = function(op)
     A.fw.read(op)
-    -- a take of an earlier window is gone with it
-    -- (2 ms of slack: the key's TTL is kept in ms)
-    if op.e == 0 or (op.at > 0 and op.at < op.e - op.window - 2000) then return end
+    -- a take of an earlier window is gone with it. The window's start is
+    -- reckoned from this call's clock and the key's TTL (whole ms), the
+    -- take's time from its own call's: on a loaded server, or with the
+    -- time passed by clients whose estimates differ, the two are apart by
+    -- more than the TTL's ms. A take named up to FW_SLACK before the start
+    -- is the window's own (only a window started within FW_SLACK after a
+    -- take is mistaken for it: one unit given back early).
+    if op.e == 0 or (op.at > 0 and op.at < op.e - op.window - FW_SLACK) then return end
     -- back to zero, the window ends: the next hit starts one
     local c = max(0, op.c - op.cost)
     if op.packed then

@@ -349,7 +349,7 @@ func (r rule) giveBack(t int64, op *guard.Op, success bool) {
 	case guard.FixedWindow:
 		// only a take of the window that runs (a take of an earlier one
 		// is gone with it); at zero, the window that runs
-		if !r.fwLive(t) || (!op.At.IsZero() && at < st.fwStart) {
+		if !r.fwLive(t) || (!op.At.IsZero() && at < st.fwStart-guard.FixedWindowSlack.Microseconds()) {
 			return
 		}
 		st.fwCount = max(0, st.fwCount-op.Cost)
