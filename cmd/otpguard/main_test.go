@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {

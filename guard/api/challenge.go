@@ -11,12 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
+	"github.com/otpguard/otpguard/guard/proof"
 )
 
 // Challenges (docs/contract.md §6). A rule in mode challenge that would deny
@@ -34,19 +34,12 @@ type Blobs interface {
 	Once(ctx context.Context, key string, ttl time.Duration) (bool, error)
 }
 
-// Captcha verifies a solved CAPTCHA's token with its provider.
-type Captcha interface {
-	// Verify returns nil for a token the provider accepts,
-	// ErrCaptchaRejected for one it refuses (unsolved, expired, used, for
-	// another site), or another error when the provider cannot say.
-	Verify(ctx context.Context, token string, remoteIP netip.Addr) error
-	// SiteKey and Provider are what the client's widget needs.
-	SiteKey() string
-	Provider() string
-}
+// Captcha verifies a solved CAPTCHA's token with its provider (see
+// package proof).
+type Captcha = proof.Captcha
 
 // ErrCaptchaRejected: the provider refused the token.
-var ErrCaptchaRejected = errors.New("the CAPTCHA was not solved")
+var ErrCaptchaRejected = proof.ErrCaptchaRejected
 
 // heldLogin is a challenged login waiting for its code, sealed in Redis.
 type heldLogin struct {

@@ -2,7 +2,7 @@
 // siteverify API: Cloudflare Turnstile, hCaptcha and reCAPTCHA share its
 // form (POST secret, response, remoteip → JSON success, hostname,
 // error-codes). The API spends each token once before asking the provider
-// (api.Blobs), so a replay never reaches it.
+// (the API's Blobs), so a replay never reaches it.
 package captcha
 
 import (
@@ -19,17 +19,17 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/proof"
 )
 
-// Verifier is an api.Captcha.
+// Verifier is an proof.Captcha.
 type Verifier struct {
 	cfg    guard.CaptchaConfig
 	secret string
 	client *http.Client
 }
 
-var _ api.Captcha = (*Verifier)(nil)
+var _ proof.Captcha = (*Verifier)(nil)
 
 // New returns the verifier of a validated challenge.captcha with its
 // secret; client nil means http.DefaultClient (bounded by cfg.Timeout per
@@ -44,19 +44,19 @@ func New(cfg guard.CaptchaConfig, secret string, client *http.Client) (*Verifier
 	return &Verifier{cfg: cfg, secret: secret, client: client}, nil
 }
 
-// SiteKey implements api.Captcha.
+// SiteKey implements proof.Captcha.
 func (v *Verifier) SiteKey() string { return v.cfg.SiteKey }
 
-// Provider implements api.Captcha.
+// Provider implements proof.Captcha.
 func (v *Verifier) Provider() string { return v.cfg.Provider }
 
 // maxAnswer bounds a siteverify answer.
 const maxAnswer = 64 << 10
 
-// Verify implements api.Captcha.
+// Verify implements proof.Captcha.
 func (v *Verifier) Verify(ctx context.Context, token string, remoteIP netip.Addr) error {
 	if token == "" || len(token) > 4096 {
-		return api.ErrCaptchaRejected
+		return proof.ErrCaptchaRejected
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
 	defer cancel()
@@ -91,10 +91,10 @@ func (v *Verifier) Verify(ctx context.Context, token string, remoteIP netip.Addr
 		return fmt.Errorf("captcha: siteverify answer is not JSON")
 	}
 	if !out.Success {
-		return fmt.Errorf("%w (%s)", api.ErrCaptchaRejected, strings.Join(out.Codes, ", "))
+		return fmt.Errorf("%w (%s)", proof.ErrCaptchaRejected, strings.Join(out.Codes, ", "))
 	}
 	if len(v.cfg.Hostnames) > 0 && !slices.Contains(v.cfg.Hostnames, out.Hostname) {
-		return fmt.Errorf("%w (solved on %q)", api.ErrCaptchaRejected, out.Hostname)
+		return fmt.Errorf("%w (solved on %q)", proof.ErrCaptchaRejected, out.Hostname)
 	}
 	return nil
 }

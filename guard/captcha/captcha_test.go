@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/captcha"
+	"github.com/otpguard/otpguard/guard/proof"
 )
 
 // provider is a siteverify endpoint that answers what the test sets, and
@@ -74,7 +74,7 @@ func TestATokenSolvedOnAnotherSiteIsRejected(t *testing.T) {
 	}
 	for _, body := range []string{`{"success":true,"hostname":"evil.example"}`, `{"success":true}`, `{"success":true,"hostname":"APP.example.com.evil.example"}`} {
 		p.body = body
-		if err := v.Verify(ctx, "tok", ip); !errors.Is(err, api.ErrCaptchaRejected) {
+		if err := v.Verify(ctx, "tok", ip); !errors.Is(err, proof.ErrCaptchaRejected) {
 			t.Errorf("siteverify answered %s: got %v, want a rejection", body, err)
 		}
 	}
@@ -108,7 +108,7 @@ func TestSiteverify(t *testing.T) {
 
 	calls := p.calls
 	for _, tok := range []string{"", strings.Repeat("x", 4097)} {
-		if err := v.Verify(ctx, tok, ip); !errors.Is(err, api.ErrCaptchaRejected) {
+		if err := v.Verify(ctx, tok, ip); !errors.Is(err, proof.ErrCaptchaRejected) {
 			t.Errorf("a token of %d bytes: %v, want a rejection", len(tok), err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestSiteverify(t *testing.T) {
 	}
 
 	p.body = `{"success":false,"error-codes":["invalid-input-response","timeout-or-duplicate"]}`
-	if err := v.Verify(ctx, "tok", ip); !errors.Is(err, api.ErrCaptchaRejected) || !strings.Contains(err.Error(), "timeout-or-duplicate") {
+	if err := v.Verify(ctx, "tok", ip); !errors.Is(err, proof.ErrCaptchaRejected) || !strings.Contains(err.Error(), "timeout-or-duplicate") {
 		t.Errorf("a refusal: %v", err)
 	}
 	for _, c := range []struct {
@@ -133,7 +133,7 @@ func TestSiteverify(t *testing.T) {
 	} {
 		p.status, p.body = c.status, c.body
 		err := v.Verify(ctx, "tok", ip)
-		if err == nil || errors.Is(err, api.ErrCaptchaRejected) {
+		if err == nil || errors.Is(err, proof.ErrCaptchaRejected) {
 			t.Errorf("status %d, %d bytes: %v, want a provider failure", c.status, len(c.body), err)
 		}
 	}
@@ -144,7 +144,7 @@ func TestSiteverify(t *testing.T) {
 	// an answer past 64 KiB is refused even when what comes first would
 	// read as a success
 	p.body = `{"success":true}` + strings.Repeat(" ", 64<<10)
-	if err := v.Verify(ctx, "tok", ip); err == nil || errors.Is(err, api.ErrCaptchaRejected) {
+	if err := v.Verify(ctx, "tok", ip); err == nil || errors.Is(err, proof.ErrCaptchaRejected) {
 		t.Errorf("an answer of 64 KiB and more: %v, want a provider failure", err)
 	}
 	p.body = `{"success":true}` + strings.Repeat(" ", 64<<10-len(`{"success":true}`))
@@ -170,7 +170,7 @@ func TestAProviderThatHangsIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = v.Verify(context.Background(), "tok", ip)
-	if err == nil || errors.Is(err, api.ErrCaptchaRejected) || !errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, proof.ErrCaptchaRejected) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a provider that hangs: %v", err)
 	}
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/localredis"
-	"github.com/otpguard/otpguard/internal/redistest"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 var (

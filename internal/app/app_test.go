@@ -9,8 +9,8 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/internal/app"
-	"github.com/otpguard/otpguard/internal/redistest"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // TestWarnsOfAnEvictingRedis: an allkeys-* maxmemory-policy can evict

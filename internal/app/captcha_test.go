@@ -19,7 +19,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/app"
-	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
 // A CAPTCHA is a proof: what a hang-up, a failing provider or a failing

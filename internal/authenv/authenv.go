@@ -17,7 +17,7 @@ import (
 	"github.com/otpguard/otpguard/guard/cognito"
 	"github.com/otpguard/otpguard/guard/upstream"
 	"github.com/otpguard/otpguard/guard/users"
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
 // Authenticator builds the authenticator AUTH names (local, the default
@@ -70,9 +70,9 @@ func Authenticator(getenv func(string) string, allowLocal bool, clientSecret fun
 				return nil, close, err
 			}
 		}
-		cfg := app.AWSConfig(getenv, region)
+		cfg := awsjson.Config(getenv, region)
 		c := cip.NewFromConfig(cfg, func(o *cip.Options) {
-			if u := app.Endpoint(getenv, "COGNITO_IDENTITY_PROVIDER"); u != "" {
+			if u := awsjson.EnvEndpoint(getenv, "COGNITO_IDENTITY_PROVIDER"); u != "" {
 				o.BaseEndpoint = aws.String(u)
 			}
 		})

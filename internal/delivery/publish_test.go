@@ -11,7 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	otpsns "github.com/otpguard/otpguard/guard/sns"
-	"github.com/otpguard/otpguard/internal/awsfake"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/delivery"
 )
 

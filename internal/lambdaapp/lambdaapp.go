@@ -55,6 +55,7 @@ import (
 	"github.com/otpguard/otpguard/guard/token"
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/awsjson"
 	"github.com/otpguard/otpguard/internal/eventbus"
 )
 
@@ -101,7 +102,7 @@ type Parts struct {
 }
 
 // TriggerFunc answers one Cognito trigger event.
-type TriggerFunc func(ctx context.Context, event json.RawMessage) (json.RawMessage, error)
+type TriggerFunc = func(ctx context.Context, event json.RawMessage) (json.RawMessage, error)
 
 // Senders selects the delivery channels a function may use.
 type Senders int
@@ -264,7 +265,7 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 	if err != nil {
 		return nil, failed("the environment", err)
 	}
-	awsCfg := app.AWSConfig(getenv, env.Region)
+	awsCfg := awsjson.Config(getenv, env.Region)
 	sm, ssm := newSecrets(awsCfg), newParameters(awsCfg)
 	rt := &runtime{fn: fn, env: env, log: log, metrics: emf.New(stdout, nil, env.Stack)}
 	rt.cfgSched.every, rt.keySched.every = env.Refresh, env.KeyRefresh

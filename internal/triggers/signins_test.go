@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
 // Receipts of the tests' attempts: the account's rule and the address's,

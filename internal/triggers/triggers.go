@@ -30,7 +30,6 @@ import (
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/esdk"
 	"github.com/otpguard/otpguard/internal/awsjson"
-	"github.com/otpguard/otpguard/internal/lambdaapp"
 )
 
 // IPField is the clientMetadata (or validationData) entry under which a
@@ -275,11 +274,12 @@ func (k KMSClient) Decrypt(ctx context.Context, keyID string, blob []byte, ec ma
 	return out.Plaintext, nil
 }
 
-// Build is the triggers' handler for a function (lambdaapp.Parts.Trigger):
+// Build is the triggers' handler for a function (the Trigger part of a
+// Lambda function's parts: a lambdaapp.TriggerFunc):
 // COGNITO_KMS_KEY_ARN (the custom senders' key; "" in the auth triggers'
 // function) and COGNITO_TRUSTED_CLIENTS (app client ids, comma-separated,
 // whose callers may pass otpguard:ip).
-func Build(getenv func(string) string, cfg aws.Config, rdb redis.UniversalClient, server func() *api.Server, log *slog.Logger) (lambdaapp.TriggerFunc, error) {
+func Build(getenv func(string) string, cfg aws.Config, rdb redis.UniversalClient, server func() *api.Server, log *slog.Logger) (func(ctx context.Context, event json.RawMessage) (json.RawMessage, error), error) {
 	h := &Handler{Server: server, Log: log, KeyARN: getenv("COGNITO_KMS_KEY_ARN"), Timeout: 4500 * time.Millisecond, Redis: rdb}
 	for c := range strings.SplitSeq(getenv("COGNITO_TRUSTED_CLIENTS"), ",") {
 		if c = strings.TrimSpace(c); c != "" {

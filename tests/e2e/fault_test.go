@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
 // faultBound is the longest a send or verify may take to answer 503 while

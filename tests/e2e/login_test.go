@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/redistest"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // behindProxy trusts the loopback proxy, so that tests choose each

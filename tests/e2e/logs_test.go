@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/guard/api"
-	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
 // The identifiers the log test sends, and what must never appear in the

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard/token"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // Regression tests of holes an outside probe found in the OTP

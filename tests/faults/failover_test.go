@@ -12,7 +12,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
-	"github.com/otpguard/otpguard/internal/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
 // TestClusterFailover: a 3+3 cluster under steady load; one master is

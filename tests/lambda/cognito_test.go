@@ -20,10 +20,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/otpguard/otpguard/guard/esdk"
-	"github.com/otpguard/otpguard/internal/awsfake"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/delivery"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 	"github.com/otpguard/otpguard/internal/triggers"
 )
 

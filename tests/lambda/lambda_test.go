@@ -24,10 +24,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/apigw"
-	"github.com/otpguard/otpguard/internal/awsfake"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
-	"github.com/otpguard/otpguard/internal/redistest"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 const root = "../.."

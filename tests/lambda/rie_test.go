@@ -25,8 +25,8 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
-	"github.com/otpguard/otpguard/internal/awsfake"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // The bootstraps under AWS's Lambda Runtime Interface Emulator

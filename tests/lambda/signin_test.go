@@ -11,7 +11,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/internal/delivery"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 	"github.com/otpguard/otpguard/internal/triggers"
 )
 

@@ -107,3 +107,43 @@ func TestTheDocumentedDefaultRulesAreTheDefaults(t *testing.T) {
 		t.Error("docs/config.md does not show guard/default.yaml's rules as they are: copy them in")
 	}
 }
+
+// The product's programs (the local server, the simulator, every Lambda
+// function) link no test double, and the package graph runs downward: an
+// adapter does not import the HTTP API it plugs into, the triggers do not
+// import the function runtime they are handed to, the authenticator's
+// environment does not import the composition root.
+func TestTheGraphRunsDownward(t *testing.T) {
+	deps := func(pkg string) []string {
+		t.Helper()
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg)
+		cmd.Dir = "../.."
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	const mod = "github.com/otpguard/otpguard/"
+	programs := deps("./cmd/...")
+	programs = append(programs, deps("./functions/...")...)
+	if len(programs) < 50 {
+		t.Fatalf("go list found %d packages", len(programs))
+	}
+	for _, p := range programs {
+		if strings.HasPrefix(p, mod+"internal/testonly") {
+			t.Errorf("a program links the test double %s", p)
+		}
+	}
+	for pkg, not := range map[string]string{
+		"./guard/captcha":     mod + "guard/api",
+		"./internal/triggers": mod + "internal/lambdaapp",
+		"./internal/authenv":  mod + "internal/app",
+	} {
+		for _, p := range deps(pkg) {
+			if p == not {
+				t.Errorf("%s imports %s", pkg, not)
+			}
+		}
+	}
+}

@@ -27,8 +27,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/redistest"
-	"github.com/otpguard/otpguard/internal/testutil"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 var (
