@@ -30,14 +30,15 @@ import (
 // fail with a 500 the first time, then pass once.
 type provider struct {
 	srv   *httptest.Server
-	hold  time.Duration
+	hold  atomic.Int64 // how long a slow- token is thought over (a time.Duration)
 	mu    sync.Mutex
 	seen  map[string]int
 	calls atomic.Int32
 }
 
 func newProvider(t *testing.T) *provider {
-	p := &provider{hold: 3 * time.Second, seen: map[string]int{}}
+	p := &provider{seen: map[string]int{}}
+	p.hold.Store(int64(3 * time.Second))
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.calls.Add(1)
 		_ = r.ParseForm()
@@ -50,7 +51,7 @@ func newProvider(t *testing.T) *provider {
 		switch {
 		case strings.HasPrefix(tok, "slow-"):
 			select {
-			case <-time.After(p.hold):
+			case <-time.After(time.Duration(p.hold.Load())):
 			case <-r.Context().Done():
 			}
 		case strings.HasPrefix(tok, "flaky-") && n == 1:
@@ -163,7 +164,7 @@ func TestAHangUpIsNoProviderFailure(t *testing.T) {
 		t.Fatalf("%d accounts made by signups whose clients hung up, with tokens the provider refuses", n)
 	}
 	// the provider failing for real still follows onStoreError (allow)
-	h.p.hold = 6 * time.Second
+	h.p.hold.Store(int64(6 * time.Second))
 	if w := h.signup(context.Background(), "timeout@example.com", "slow-late"); w.Code != 202 {
 		t.Fatalf("a provider that times out, onStoreError allow: %d %s", w.Code, w.Body)
 	}
