@@ -1,0 +1,201 @@
+package guard
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+func (r *Rule) validate(at string, bad func(field, format string, args ...any)) {
+	if !namePattern.MatchString(r.Name) {
+		bad(at+".name", "%q must be 1 to 64 letters, digits, '.', '_' or '-'", r.Name)
+	}
+	if r.Name != "" {
+		at = fmt.Sprintf("%s (%s)", at, r.Name)
+	}
+	if !actionPattern.MatchString(r.Action) {
+		bad(at+".action", "%q must be 1 to 64 lower-case letters, digits, '.', '_' or '-'", r.Action)
+	}
+	if len(r.Key) == 0 {
+		bad(at+".key", "must list at least one dimension (%s)", strings.Join(Dimensions, ", "))
+	}
+	for i, d := range r.Key {
+		if !slices.Contains(Dimensions, d) {
+			bad(fmt.Sprintf("%s.key[%d]", at, i), "unknown dimension %q; one of %s", d, strings.Join(Dimensions, ", "))
+		} else if slices.Index(r.Key, d) != i {
+			bad(fmt.Sprintf("%s.key[%d]", at, i), "dimension %q is listed twice", d)
+		}
+	}
+	switch {
+	case r.Algorithm == Ratio && !r.percent:
+		bad(at+".limit", "the ratio algorithm's limit is the failure ratio that denies, a percentage such as 80%%")
+	case r.Algorithm == Ratio && (r.Limit < 1 || r.Limit > 99):
+		bad(at+".limit", "must be 1%% to 99%%, got %d%%", r.Limit)
+	case r.Algorithm != Ratio && r.percent:
+		bad(at+".limit", "a percentage is only the ratio algorithm's limit; this rule counts units: a whole number")
+	case r.Algorithm != Ratio && (r.Limit < 1 || r.Limit > MaxLimit):
+		bad(at+".limit", "must be 1 to %d, got %d", int64(MaxLimit), r.Limit)
+	}
+	switch {
+	case r.Algorithm == Ratio && (r.Min < 1 || r.Min > MaxLimit):
+		bad(at+".min", "must be 1 to %d attempts, got %d", int64(MaxLimit), r.Min)
+	case r.Algorithm != Ratio && r.Min != 0:
+		bad(at+".min", "only applies to the ratio algorithm")
+	}
+	if r.Algorithm == Ratio {
+		switch {
+		case r.Count != CountFailures:
+			bad(at+".count", "the ratio algorithm counts failures (leave count out)")
+		case r.Mode == ModeSoft:
+			bad(at+".mode", "a ratio has no overage: enforce or shadow")
+		case r.ResetOnSuccess:
+			bad(at+".resetOnSuccess", "does not apply to the ratio algorithm (a success counts in its ratio)")
+		case r.Lockout != nil:
+			bad(at+".lockout", "does not apply to the ratio algorithm (it denies while the ratio holds)")
+		}
+	}
+	if e := r.Elastic; e != nil {
+		switch {
+		case r.Algorithm != SlidingWindow || r.Count != CountFailures:
+			bad(at+".elastic", "needs algorithm sliding_window and count failures (the successes are what it follows)")
+		case e.Ratio <= 0 || e.Ratio > 10:
+			bad(at+".elastic.ratio", "must be more than 0%% and at most 1000%%, got %g%%", float64(e.Ratio)*100)
+		}
+	}
+	if r.Window < MinWindow || r.Window > MaxWindow {
+		bad(at+".window", "must be %s to %s, got %s", MinWindow, MaxWindow, r.Window)
+	} else if r.Window%time.Millisecond != 0 {
+		bad(at+".window", "must be a whole number of milliseconds, got %s", r.Window)
+	}
+	if !slices.Contains(Algorithms, r.Algorithm) {
+		bad(at+".algorithm", "unknown algorithm %q; one of %s", r.Algorithm, joinAlgorithms())
+	}
+	switch {
+	case r.Algorithm == Distinct && (r.Of == "" || r.Of == "global" || !slices.Contains(Dimensions, r.Of)):
+		bad(at+".of", "the distinct algorithm counts the distinct values of one dimension: one of %s except global", strings.Join(Dimensions, ", "))
+	case r.Algorithm == Distinct && slices.Contains(r.Key, r.Of):
+		bad(at+".of", "%q is also in key: one value per key cannot be counted", r.Of)
+	case r.Algorithm == Distinct && r.Of == "device":
+		bad(at+".of", "devices cannot be counted (untrusted clients share one value); count account or ip")
+	case r.Algorithm != Distinct && r.Of != "":
+		bad(at+".of", "only applies to the distinct algorithm")
+	}
+	if l := r.Lease; l != nil {
+		switch {
+		case r.Algorithm != FixedWindow || r.Count != CountRequests || r.Mode != ModeEnforce:
+			bad(at+".lease", "needs algorithm fixed_window, count requests and mode enforce")
+		case l.Units < 2 || l.Units > r.Limit:
+			bad(at+".lease.units", "must be 2 to the rule's limit (%d), got %d", r.Limit, l.Units)
+		}
+	}
+	switch r.Count {
+	case CountRequests:
+	case CountFailures:
+		if r.Algorithm == Concurrency {
+			bad(at+".count", "failures cannot be counted with the concurrency algorithm")
+		}
+	case CountSuccesses:
+		if r.Algorithm != Distinct {
+			bad(at+".count", "successes are counted by the distinct algorithm only (the values of attempts that succeeded)")
+		}
+	case CountHeld:
+		if r.Algorithm == Distinct || r.Algorithm == Concurrency || r.Algorithm == Ratio {
+			bad(at+".count", "held attempts are counted by fixed_window, sliding_window, token_bucket or sliding_log")
+		}
+	default:
+		bad(at+".count", "must be %q, %q, %q or %q, got %q", CountRequests, CountFailures, CountHeld, CountSuccesses, r.Count)
+	}
+	switch {
+	case r.Remember != 0 && r.Algorithm != Distinct:
+		bad(at+".remember", "only applies to the distinct algorithm")
+	case r.Remember != 0 && (r.Remember < r.Limit || r.Remember > MaxRemember):
+		bad(at+".remember", "must be the limit (%d) to %d values, got %d", r.Limit, MaxRemember, r.Remember)
+	}
+	switch {
+	case r.Mode == ModeChallenge && r.Fallback != "deny" && r.Fallback != "allow":
+		bad(at+".fallback", "must be deny or allow, got %q", r.Fallback)
+	case r.Mode != ModeChallenge && r.Fallback != "":
+		bad(at+".fallback", "only applies to mode challenge")
+	case r.Mode == ModeChallenge && r.Lease != nil:
+		bad(at+".lease", "does not apply to mode challenge")
+	}
+	switch r.Mode {
+	case ModeEnforce, ModeShadow, ModeChallenge:
+		if r.Overage != 0 {
+			bad(at+".overage", "only applies to mode soft")
+		}
+	case ModeSoft:
+		if r.Overage <= 0 || r.Overage > 10 {
+			bad(at+".overage", "must be more than 0%% and at most 1000%%, got %g%%", float64(r.Overage)*100)
+		}
+	default:
+		bad(at+".mode", "must be enforce, shadow, soft or challenge, got %q", r.Mode)
+	}
+	for k, vs := range r.When {
+		if !slices.Contains(Filters, k) {
+			bad(at+".when."+k, "unknown filter; one of %s", strings.Join(Filters, ", "))
+		}
+		if len(vs) == 0 {
+			bad(at+".when."+k, "must list at least one value")
+		}
+		if k == "device" {
+			for _, v := range vs {
+				if v != DeviceTrusted && v != DeviceUntrusted {
+					bad(at+".when.device", "%q is not %s or %s", v, DeviceTrusted, DeviceUntrusted)
+				}
+			}
+		}
+	}
+	if l := r.Lockout; l != nil {
+		if r.Count != CountFailures {
+			bad(at+".lockout", "needs count: failures (a lockout follows failed attempts)")
+		}
+		if r.Algorithm == Distinct {
+			bad(at+".lockout", "does not apply to the distinct algorithm (it denies new values for its window already)")
+		}
+		if l.Initial < time.Second {
+			bad(at+".lockout.initial", "must be at least 1s, got %s", l.Initial)
+		}
+		if l.Factor < 1 || l.Factor > 100 {
+			bad(at+".lockout.factor", "must be 1 to 100, got %g", l.Factor)
+		}
+		if l.Max < l.Initial || l.Max > MaxWindow {
+			bad(at+".lockout.max", "must be at least lockout.initial (%s) and at most %s, got %s", l.Initial, MaxWindow, l.Max)
+		}
+		if l.Reset < l.Max || l.Reset > MaxWindow {
+			bad(at+".lockout.reset", "must be at least lockout.max (%s) and at most %s, got %s", l.Max, MaxWindow, l.Reset)
+		}
+	}
+	if r.ResetOnSuccess && r.Count != CountFailures {
+		bad(at+".resetOnSuccess", "needs count: failures")
+	}
+	if r.OnStoreError != "deny" && r.OnStoreError != "allow" {
+		bad(at+".onStoreError", "must be deny or allow, got %q", r.OnStoreError)
+	}
+}
+
+// dimsKey names a set of dimensions whatever their order.
+func dimsKey(dims []string) string {
+	s := slices.Clone(dims)
+	slices.Sort(s)
+	return strings.Join(s, "\x00")
+}
+
+// ruleID is the short name of a rule's state among the rules keyed on the
+// same dimensions (12 bits of a hash of its name and algorithm: a new
+// algorithm never reads an old one's state).
+func ruleID(name string, alg Algorithm) string {
+	sum := sha256.Sum256([]byte(name + "\x00" + string(alg)))
+	return base64.RawURLEncoding.EncodeToString(sum[:2])[:2]
+}
+
+func joinAlgorithms() string {
+	s := make([]string, len(Algorithms))
+	for i, a := range Algorithms {
+		s[i] = string(a)
+	}
+	return strings.Join(s, ", ")
+}
