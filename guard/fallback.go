@@ -1,0 +1,106 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// cacheable reports whether r's denials may be answered from the deny
+// cache until their retry-after: only those time alone ends. Concurrency
+// leases are released at any moment; a failure count drops when an
+// attempt in flight succeeds; and a lockout, which an administrator may
+// lift, is always asked of the store (a login is worth a round trip: the
+// unblocked owner logs in at once, through any process).
+func (r *rule) cacheable() bool {
+	return r.spec.Enforce && !r.spec.Challenge && r.Algorithm != Concurrency && r.Count == CountRequests && r.Lockout == nil
+}
+
+// cached is the decision a cached denial of rules[i] answers: the store is
+// not asked, the other rules are skipped.
+func (g *Guard) cached(rules []*rule, i int, res Result) Decision {
+	d := Decision{Rules: make([]Result, len(rules)), DeniedBy: rules[i].Name, RetryAfter: res.RetryAfter}
+	for j, r := range rules {
+		d.Rules[j] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Skipped: true}
+	}
+	d.Rules[i] = res
+	return d
+}
+
+// mirror tells the backstop what the store answered for the ops of the
+// rules that fall back on it.
+func (g *Guard) mirror(rules []*rule, at []int, ops []Op, res []OpResult) {
+	if g.backstop == nil {
+		return
+	}
+	var mo []Op
+	var mr []OpResult
+	for j, i := range at {
+		if i >= 0 && rules[i].allow {
+			op := ops[j]
+			op.Extra = 0
+			mo, mr = append(mo, op), append(mr, res[j])
+		}
+	}
+	if len(mo) > 0 {
+		g.backstop.Mirror(mo, mr)
+	}
+}
+
+// fallback is the decision's results when the store failed: when every
+// enforcing rule allows on store errors, the backstop decides them (one
+// atomic batch, from the state the store last answered); otherwise the
+// request is denied and nothing is counted.
+func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op) []OpResult {
+	res := make([]OpResult, len(ops))
+	for j := range res {
+		res[j] = OpResult{Allowed: false, RetryAfter: time.Second}
+	}
+	var bo []Op
+	var idx []int
+	for j, i := range at {
+		if i < 0 { // the device check: the backstop knows this process's revocations
+			bo, idx = append(bo, ops[j]), append(idx, j)
+			continue
+		}
+		r := rules[i]
+		if r.spec.Enforce && !r.allow {
+			return res // this rule denies on store errors: so does the request
+		}
+		if r.allow {
+			op := ops[j]
+			op.Extra = 0
+			bo, idx = append(bo, op), append(idx, j)
+		}
+	}
+	if len(bo) == 0 || g.backstop == nil || (len(bo) == 1 && at[idx[0]] < 0) {
+		return res
+	}
+	br, err := g.do(ctx, g.backstop, bo)
+	if err != nil {
+		return res
+	}
+	for k, j := range idx {
+		res[j] = br[k]
+		if i := at[j]; i >= 0 && rules[i].spec.Challenge && rules[i].Algorithm == Distinct {
+			// what the set held (an account's proven networks) is Redis's
+			// alone: the backstop's copy cannot say a value was seen, so
+			// the request is asked for its proof
+			res[j] = OpResult{Challenged: true, Now: br[k].Now}
+		}
+	}
+	return res
+}
+
+func (g *Guard) do(ctx context.Context, st Store, ops []Op) ([]OpResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	res, err := st.Do(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(ops) {
+		return nil, fmt.Errorf("%w: %d results for %d operations", ErrStoreUnavailable, len(res), len(ops))
+	}
+	return res, nil
+}

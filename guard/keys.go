@@ -1,0 +1,257 @@
+package guard
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"hash"
+	"slices"
+	"strconv"
+)
+
+// match returns the rules of req's action whose filters req passes. The
+// device attribute is untrusted, unless maybe (a token the store is to
+// judge): then a rule filtered on the device passes with either value.
+func (g *Guard) match(req Request, maybe bool) []*rule {
+	all := g.byAction[req.Action]
+	if req.Partial {
+		all = slices.DeleteFunc(slices.Clone(all), func(r *rule) bool {
+			return (r.Of != "" && !has(r.Of, req.Subject)) || slices.ContainsFunc(r.dims, func(dim string) bool { return !has(dim, req.Subject) })
+		})
+	}
+	for i, r := range all {
+		if !r.matches(req.Attributes, maybe) {
+			// copy only when a rule is left out; the action's own list
+			// is shared and never written
+			out := slices.Clone(all[:i])
+			for _, r := range all[i+1:] {
+				if r.matches(req.Attributes, maybe) {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+	}
+	return all
+}
+
+func (r *rule) matches(attrs map[string]string, maybe bool) bool {
+	for k, vs := range r.When {
+		if k == "device" {
+			if !maybe && !r.onUntrusted {
+				return false
+			}
+			continue
+		}
+		v, ok := attrs[k]
+		if !ok || !slices.Contains(vs, v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *rule) result(o OpResult, member string) Result {
+	res := Result{
+		Rule: r.Name, Mode: r.Mode, Allowed: o.Allowed, Limit: r.Limit, Window: r.Window,
+		Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: o.RetryAfter, Locked: o.Locked,
+		Challenged: o.Challenged, Skipped: o.Skipped, taken: o.Taken, member: member, at: o.Now,
+	}
+	if extra := r.limit - r.Limit; extra > 0 {
+		res.Remaining -= extra
+		res.Over = o.Allowed && !o.Skipped && res.Remaining < 0
+	}
+	res.Remaining = max(res.Remaining, 0)
+	if res.Allowed || res.Challenged {
+		res.RetryAfter = 0
+	}
+	return res
+}
+
+// tags returns, for each rule, the keyed hash of the subject's values of
+// the rule's dimensions, computing it once per set of dimensions.
+func (g *Guard) tags(rules []*rule, s Subject) ([]string, error) {
+	if err := g.hasDims(rules, s); err != nil {
+		return nil, err
+	}
+	tags := make([]string, len(rules))
+	for i := range rules {
+		g.tag(rules, tags, i, s)
+	}
+	return tags, nil
+}
+
+// hasDims reports, as an error, a dimension some rule needs that the
+// subject lacks.
+func (g *Guard) hasDims(rules []*rule, s Subject) error {
+	for _, r := range rules {
+		for _, dim := range r.dims {
+			if !has(dim, s) {
+				return fmt.Errorf("rule %s: %w", r.Name, missing(dim))
+			}
+		}
+	}
+	return nil
+}
+
+// tag fills tags[i], once: the keyed hash of rule i's values, shared with
+// an earlier rule on the same dimensions. The subject has every dimension
+// (hasDims).
+func (g *Guard) tag(rules []*rule, tags []string, i int, s Subject) string {
+	if tags[i] != "" {
+		return tags[i]
+	}
+	r := rules[i]
+	if len(r.dims) == 1 && r.dims[0] == "global" {
+		tags[i] = g.global
+		return tags[i]
+	}
+	for j, o := range rules {
+		if j != i && tags[j] != "" && slices.Equal(o.dims, r.dims) {
+			tags[i] = tags[j]
+			return tags[i]
+		}
+	}
+	var vals [3]string
+	values := vals[:0]
+	for _, dim := range r.dims {
+		v, _ := g.dimension(dim, s)
+		values = append(values, v)
+	}
+	tags[i] = g.hashValues(r.dims, values)
+	return tags[i]
+}
+
+// hashValues is the keyed hash of dimensions and their values: 128 bits of
+// HMAC-SHA256 (the deployment secret), base64url. It is the subject's tag:
+// its keys' Redis Cluster hash tag, so every rule keyed on the same
+// dimensions and values shares one slot.
+func (g *Guard) hashValues(dims, values []string) string {
+	m := g.macs.Get().(*macState)
+	b := m.buf[:0]
+	for i, dim := range dims {
+		b = append(b, dim...)
+		b = append(b, 0)
+		b = append(b, values[i]...)
+		b = append(b, 0)
+	}
+	var out [22]byte
+	base64.RawURLEncoding.Encode(out[:], m.sum(b)[:16])
+	g.macs.Put(m)
+	return string(out[:])
+}
+
+// valueHash names one value of a distinct rule's `of` dimension inside its
+// set: 64 bits of keyed hash, enough to tell the values of one window apart.
+func (g *Guard) valueHash(dim, value string) string {
+	m := g.macs.Get().(*macState)
+	b := append(m.buf[:0], "of\x00"...)
+	b = append(b, dim...)
+	b = append(b, 0)
+	b = append(b, value...)
+	var out [11]byte
+	base64.RawURLEncoding.Encode(out[:], m.sum(b)[:8])
+	g.macs.Put(m)
+	return string(out[:])
+}
+
+// macState is a keyed HMAC-SHA256 with its input and output buffers, kept
+// in a pool so that hashing a subject allocates nothing but the result.
+type macState struct {
+	h   hash.Hash
+	buf []byte
+	out [sha256.Size]byte
+}
+
+// sum is the HMAC of b, which becomes the state's input buffer.
+func (m *macState) sum(b []byte) []byte {
+	m.buf = b
+	m.h.Reset()
+	m.h.Write(b)
+	return m.h.Sum(m.out[:0])
+}
+
+// has reports whether the subject has a value for dim (as dimension would
+// find, without formatting it).
+func has(dim string, s Subject) bool {
+	switch dim {
+	case "destination":
+		return s.Destination.Key != ""
+	case "country":
+		return s.Destination.Country != ""
+	case "prefix":
+		return s.Destination.Prefix != ""
+	case "account":
+		return s.Account != ""
+	case "ip", "ip/56", "ip/48", "ip/24", "ip/16":
+		return s.IP.IsValid()
+	case "asn":
+		return s.ASN != 0 || s.IP.IsValid()
+	case "device":
+		return s.Account != ""
+	case "global":
+		return true
+	}
+	return false
+}
+
+func (g *Guard) dimension(dim string, s Subject) (string, error) {
+	if !has(dim, s) {
+		return "", missing(dim)
+	}
+	switch dim {
+	case "destination":
+		return s.Destination.Key, nil
+	case "country":
+		return s.Destination.Country, nil
+	case "prefix":
+		return s.Destination.Prefix, nil
+	case "account":
+		return s.Account, nil
+	case "ip":
+		return IPKey(s.IP, g.ipv6Bits), nil
+	case "ip/56":
+		return IPKey(s.IP, 56), nil
+	case "ip/48":
+		return IPKey(s.IP, 48), nil
+	case "ip/24":
+		return NetKey(s.IP, 24, 48), nil
+	case "ip/16":
+		return NetKey(s.IP, 16, 32), nil
+	case "asn":
+		if s.ASN != 0 {
+			return "AS" + strconv.FormatUint(uint64(s.ASN), 10), nil
+		}
+		if g.networks != nil {
+			if n, ok := g.networks.ASN(s.IP); ok {
+				return "AS" + strconv.FormatUint(uint64(n), 10), nil
+			}
+		}
+		// an address the database does not know counts as its network
+		return NetKey(s.IP, 16, 48), nil
+	case "device":
+		// one state per (account, trusted device); the untrusted share one
+		return DeviceAccount(s.Account) + "\x00" + s.device, nil
+	}
+	return "", nil // global
+}
+
+func missing(dim string) error {
+	return fmt.Errorf("%w: the request has no %s", ErrInvalidInput, dim)
+}
+
+// newID returns 96 random bits, base64url: lease and log-entry names.
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Value is the subject's value of a dimension as the guard keys it
+// (normalized; a network for ip/24 and the like), "" when it has none:
+// for fingerprints in logs and events, never stored in clear.
+func (g *Guard) Value(dim string, s Subject) string {
+	v, _ := g.dimension(dim, s)
+	return v
+}
