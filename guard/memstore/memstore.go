@@ -296,4 +296,3 @@ func (s *Store) Len() int {
 	defer s.mu.Unlock()
 	return len(s.m)
 }
-
