@@ -7,8 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/awsjson"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
 
 func config(url string) aws.Config {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	otpsns "github.com/otpguard/otpguard/guard/sns"
-	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/delivery"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
 
 func config(url string) aws.Config {

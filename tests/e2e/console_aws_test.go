@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/console"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
 
 // TestTheConsoleOnAStack: the console against a deployed stack, through

@@ -20,10 +20,10 @@ import (
 	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/authenv"
-	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/delivery"
 	"github.com/otpguard/otpguard/internal/eventbus"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
 	"github.com/otpguard/otpguard/internal/triggers"
 )

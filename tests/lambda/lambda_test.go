@@ -24,8 +24,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/apigw"
-	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
+	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
