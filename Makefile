@@ -51,6 +51,7 @@ test: redis-server cognito-local esdk-node chromium
 MODULES := . tests tests/bench tests/mutate
 
 vet:
+	@bad=$$(gofmt -l .); if [ -n "$$bad" ]; then echo "gofmt: these files need gofmt -w:"; echo "$$bad"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint:
