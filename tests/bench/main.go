@@ -18,7 +18,7 @@
 //   - cluster: one hot global rule on the cluster, with and without
 //     leases.
 //
-//     go run . [-duration 3s] [-rounds 3] [-only allowed,attack,memory,cluster]
+//     go run . [-duration 3s] [-rounds 3] [-only allowed,attack,login,memory,cluster,http,cost]
 package main
 
 import (
@@ -59,7 +59,7 @@ func main() {
 var (
 	duration = flag.Duration("duration", 3*time.Second, "how long each measurement runs")
 	rounds   = flag.Int("rounds", 5, "measurements of each case; the median round is reported")
-	only     = flag.String("only", "allowed,attack,login,memory,cluster,http", "the sections to run")
+	only     = flag.String("only", "allowed,attack,login,memory,cluster,http,cost", "the sections to run")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 )
 
@@ -112,6 +112,8 @@ func run() error {
 			err = b.cluster(ctx)
 		case "http":
 			err = b.httpSends(ctx)
+		case "cost":
+			err = b.cost(ctx)
 		default:
 			err = fmt.Errorf("unknown section %q", s)
 		}
