@@ -67,11 +67,12 @@ mutate: redis-server
 
 ## bench: otpguard side by side with redis_rate, ulule/limiter, throttled and a raw Lua floor on
 ## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases); then the
-## client's allocations per decision and the Lambda bootstraps' init time (median of 21 starts)
+## client's allocations per decision, the Lambda bootstraps' init time (median of 21 starts) and warm durations
 bench: redis-server
 	cd tests/bench && $(GO) run . -duration 3s -rounds 5
 	$(GO) test -run '^$$' -bench Allow -benchmem ./guard/redisstore
 	cd tests && $(GO) test -run '^$$' -bench Init -benchtime 21x ./lambda
+	cd tests && $(GO) test -run '^$$' -bench Warm -benchtime 200x ./lambda
 
 ## fuzz: each Go fuzz target for FUZZTIME (default 30s); make test runs their seed corpora
 FUZZTIME ?= 30s
