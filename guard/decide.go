@@ -24,32 +24,44 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	if n < 1 {
 		return Decision{}, fmt.Errorf("guard: cost %d: %w", n, ErrInvalidInput)
 	}
-	a := attempt{g: g, subject: req.Subject, n: n}
-	a.subject.device = ""
-	if id, issued, ok := g.devices.verify(req.Device, req.Subject.Account); ok {
-		a.subject.device, a.issued = id, issued
+	subject := req.Subject
+	subject.device = ""
+	var issued time.Time
+	if id, at, ok := g.devices.verify(req.Device, req.Subject.Account); ok {
+		subject.device, issued = id, at
 	}
-	a.rules = g.match(req, a.subject.device != "")
-	a.maybe = a.subject.device != "" && dependsOnDevice(a.rules)
-	if !a.maybe {
-		a.subject.device = "" // nothing asks: the device counts as untrusted
+	rules := g.match(req, subject.device != "")
+	maybe := subject.device != "" && dependsOnDevice(rules)
+	if !maybe {
+		subject.device = "" // nothing asks: the device counts as untrusted
 	}
-	if len(a.rules) == 0 {
+	if len(rules) == 0 {
 		return Decision{Allowed: true, Rules: []Result{}}, nil
 	}
-	if err := g.hasDims(a.rules, req.Subject); err != nil {
+	if err := g.hasDims(rules, req.Subject); err != nil {
 		return Decision{}, err
 	}
-	a.now = g.clock()
-	rules := a.rules
+	now := g.clock()
+	// the tags are hashed once, here or in the attempt: on the stack
+	// while the deny cache answers (an attacker's repeat allocates only
+	// its decision)
+	var tagBuf [8]string
+	tags := tagBuf[:0]
+	if len(rules) <= len(tagBuf) {
+		tags = tagBuf[:len(rules)]
+	} else {
+		tags = make([]string, len(rules))
+	}
+	if d, ok := g.remembered(rules, tags, subject, maybe, now); ok {
+		return d, nil
+	}
+	a := &attempt{g: g, subject: subject, n: n, issued: issued, rules: rules, maybe: maybe, now: now}
 	if len(rules) <= len(a.tagBuf) {
 		a.tags = a.tagBuf[:len(rules)]
 	} else {
 		a.tags = make([]string, len(rules))
 	}
-	if d, ok := a.remembered(); ok {
-		return d, nil
-	}
+	copy(a.tags, tags)
 	if err := a.plan(); err != nil {
 		return Decision{}, err
 	}
@@ -105,32 +117,32 @@ type attempt struct {
 
 // remembered is step 1: a denial this process remembers (the deny cache)
 // answers without the store, rule by rule, hashing only as far as the
-// first remembered denial, so an attacker's repeat costs one keyed hash.
-func (a *attempt) remembered() (Decision, bool) {
-	g := a.g
+// first remembered denial (into tags), so an attacker's repeat costs one
+// keyed hash.
+func (g *Guard) remembered(rules []*rule, tags []string, s Subject, maybe bool, now time.Time) (Decision, bool) {
 	if g.cache == nil {
 		return Decision{}, false
 	}
-	for i, r := range a.rules {
-		if !r.cacheable() || (a.maybe && (r.filtersDevice || r.keyedDevice)) {
+	for i, r := range rules {
+		if !r.cacheable() || (maybe && (r.filtersDevice || r.keyedDevice)) {
 			continue
 		}
-		if res, ok := g.cache.get(a.cacheKey(i), a.now); ok {
-			return g.cached(a.rules, i, res), true
+		if res, ok := g.cache.get(g.cacheKey(rules, tags, i, s), now); ok {
+			return g.cached(rules, i, res), true
 		}
 	}
 	return Decision{}, false
 }
 
-// cacheKey names rule i's state for this subject in the deny cache: the
+// cacheKey names rule i's state for subject s in the deny cache: the
 // rule's id and the subject's tag, and for a distinct rule the value too
 // (a value already seen is admitted where a new one is denied).
-func (a *attempt) cacheKey(i int) string {
-	r := a.rules[i]
-	k := r.spec.ID + a.tag(i)
+func (g *Guard) cacheKey(rules []*rule, tags []string, i int, s Subject) denyKey {
+	r := rules[i]
+	k := denyKey{id: r.spec.ID, tag: g.tag(rules, tags, i, s)}
 	if r.Algorithm == Distinct {
-		v, _ := a.g.dimension(r.Of, a.subject)
-		k += ":" + a.g.valueHash(r.Of, v)
+		v, _ := g.dimension(r.Of, s)
+		k.value = g.valueHash(r.Of, v)
 	}
 	return k
 }
@@ -346,7 +358,7 @@ func (a *attempt) learn(d *Decision) {
 				continue // the device decides which of its states applies
 			}
 			if res := d.Rules[i]; !res.Allowed && !res.Skipped && !res.Cached && r.cacheable() && !res.Locked && res.RetryAfter > 0 {
-				g.cache.put(a.cacheKey(i), res, a.now)
+				g.cache.put(g.cacheKey(a.rules, a.tags, i, a.subject), res, a.now)
 			}
 		}
 	}

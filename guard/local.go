@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,9 +19,14 @@ import (
 type denyCache struct {
 	ttl  time.Duration
 	size int
-	mu   sync.Mutex
-	m    map[string]denial
+	mu   sync.RWMutex // read-locked on the attacker's path: its repeats do not queue on one another
+	m    map[denyKey]denial
 }
+
+// denyKey names a rule's state for a subject (the rule's id and the
+// subject's tag) and, for a distinct rule, the value denied: a struct, so
+// that looking a denial up builds no string.
+type denyKey struct{ id, tag, value string }
 
 type denial struct {
 	res   Result
@@ -31,19 +35,23 @@ type denial struct {
 }
 
 func newDenyCache(ttl time.Duration, size int) *denyCache {
-	return &denyCache{ttl: ttl, size: size, m: make(map[string]denial)}
+	return &denyCache{ttl: ttl, size: size, m: make(map[denyKey]denial)}
 }
 
 // get returns the cached denial of key at now, its RetryAfter counted
 // down, and marks it Cached.
-func (c *denyCache) get(key string, now time.Time) (Result, bool) {
-	c.mu.Lock()
+func (c *denyCache) get(key denyKey, now time.Time) (Result, bool) {
+	c.mu.RLock()
 	e, ok := c.m[key]
+	c.mu.RUnlock()
 	if ok && !now.Before(e.until) {
-		delete(c.m, key)
+		c.mu.Lock()
+		if e2, still := c.m[key]; still && !now.Before(e2.until) {
+			delete(c.m, key)
+		}
+		c.mu.Unlock()
 		ok = false
 	}
-	c.mu.Unlock()
 	if !ok {
 		return Result{}, false
 	}
@@ -55,7 +63,7 @@ func (c *denyCache) get(key string, now time.Time) (Result, bool) {
 }
 
 // put caches a denial observed at now.
-func (c *denyCache) put(key string, res Result, now time.Time) {
+func (c *denyCache) put(key denyKey, res Result, now time.Time) {
 	e := denial{res: res, until: now.Add(min(res.RetryAfter, c.ttl)), retry: now.Add(res.RetryAfter)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -78,19 +86,20 @@ func (c *denyCache) put(key string, res Result, now time.Time) {
 	c.m[key] = e
 }
 
-func (c *denyCache) drop(key string) {
+func (c *denyCache) drop(key denyKey) {
 	c.mu.Lock()
 	delete(c.m, key)
 	c.mu.Unlock()
 }
 
-// dropPrefix drops key and the entries of a distinct rule's values under
-// it (key + ":" + value): an unblock, rare enough to scan for.
-func (c *denyCache) dropPrefix(key string) {
+// dropState drops the entries of a rule's state for a subject, every
+// value of a distinct rule's included: an unblock, rare enough to scan
+// for.
+func (c *denyCache) dropState(id, tag string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.m {
-		if k == key || strings.HasPrefix(k, key+":") {
+		if k.id == id && k.tag == tag {
 			delete(c.m, k)
 		}
 	}

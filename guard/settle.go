@@ -271,11 +271,10 @@ func (g *Guard) Unblock(ctx context.Context, dimension string, s Subject) ([]str
 // them. The next decision asks the store.
 func (g *Guard) Forget(states []State) {
 	for _, st := range states {
-		key := st.ID + st.Tag
 		if g.cache != nil {
-			g.cache.dropPrefix(key)
+			g.cache.dropState(st.ID, st.Tag)
 		}
-		g.leases.drop(key)
+		g.leases.drop(st.ID + st.Tag)
 		if g.backstop != nil {
 			g.backstop.Forget(st.ID, st.Tag)
 		}
@@ -306,14 +305,14 @@ func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly
 		case Refund, Cancel, Release:
 			if g.cache != nil {
 				if rules[i].Algorithm == Distinct {
-					g.cache.drop(key + ":" + op.Member)
+					g.cache.drop(denyKey{op.Spec.ID, op.Tag, op.Member})
 				} else {
-					g.cache.drop(key)
+					g.cache.drop(denyKey{op.Spec.ID, op.Tag, ""})
 				}
 			}
 		case Unblock:
 			if g.cache != nil {
-				g.cache.dropPrefix(key)
+				g.cache.dropState(op.Spec.ID, op.Tag)
 			}
 			g.leases.drop(key)
 		}

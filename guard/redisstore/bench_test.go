@@ -44,6 +44,35 @@ func BenchmarkAllow(b *testing.B) {
 				}
 			}
 		})
+		if tc.name == "denied-cached" {
+			// the attacker's repeats from every core at once (-cpu 1,2,32):
+			// the cache's read path takes a read lock only
+			b.Run(tc.name+"-parallel", func(b *testing.B) {
+				g := guardWith(b, rdb, tc.store, `
+  - {name: per-destination, action: bench, key: [destination], limit: 1, window: 1h}
+`)
+				reqs := make([]guard.Request, 1000)
+				ctx := context.Background()
+				for i := range reqs {
+					reqs[i] = request(b, fmt.Sprintf("p%d@example.com", i), fmt.Sprintf("10.2.%d.%d", i/256, i%256))
+					reqs[i].Action = "bench"
+					for range 2 {
+						if _, err := g.Allow(ctx, reqs[i]); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for i := 0; pb.Next(); i++ {
+						if d, err := g.Allow(ctx, reqs[i%len(reqs)]); err != nil || d.Allowed {
+							b.Fatal(err, d.Allowed)
+						}
+					}
+				})
+			})
+		}
 	}
 	flush(b, rdb)
 }
