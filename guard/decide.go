@@ -46,7 +46,7 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	// while the deny cache answers (an attacker's repeat allocates only
 	// its decision)
 	var tagBuf [8]string
-	tags := tagBuf[:0]
+	var tags []string
 	if len(rules) <= len(tagBuf) {
 		tags = tagBuf[:len(rules)]
 	} else {
