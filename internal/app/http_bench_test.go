@@ -1,0 +1,69 @@
+package app_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+)
+
+type discard struct{}
+
+func (discard) Send(context.Context, guard.Message) error { return nil }
+
+// BenchmarkSendHTTP is POST /v1/otp/send through the composed server
+// (decode, identifiers, the default rules on redis-server, the code
+// stored, the message rendered and handed to a sender that drops it, the
+// decision's log line), each request to a new address from a new client
+// address, so every one is allowed and sent: the server's own CPU per
+// request is what -cpuprofile shows of it.
+func BenchmarkSendHTTP(b *testing.B) {
+	rs, err := redistest.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rs.Close()
+	// the product's client (redisstore.NewClient), as the server has it
+	rdb, err := redisstore.NewClient("redis://" + rs.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	_, key, _ := ed25519.GenerateKey(nil)
+	cfg, err := guard.ParseConfig([]byte("network: {trustedProxies: [127.0.0.0/8, 192.0.2.0/24]}\nstore: {timeout: 2s}\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"),
+		Senders: func(guard.Store) (api.Sender, error) { return discard{}, nil },
+		Log:     slog.New(slog.NewJSONHandler(io.Discard, nil))}, cfg, app.Keys{Signing: key})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		body := fmt.Sprintf(`{"channel":"email","to":"h%d@example.com","purpose":"login"}`, i)
+		r := httptest.NewRequest(http.MethodPost, "/v1/otp/send", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", 1+i>>16&255, i>>8&255, i&255))
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		if w.Code != http.StatusAccepted {
+			b.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
+}
