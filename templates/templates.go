@@ -155,15 +155,56 @@ func Render(channel, requested string, d Data) (Content, error) {
 		purpose = w
 	}
 	minutes := strconv.Itoa(int((d.TTL + time.Minute - 1) / time.Minute))
-	plain := strings.NewReplacer("{{.Code}}", d.Code, "{{.Purpose}}", purpose, "{{.Minutes}}", minutes)
+	plain := values{code: d.Code, purpose: purpose, minutes: minutes}
 	switch channel {
 	case "sms":
-		return Content{Text: strings.TrimRight(plain.Replace(l.sms), "\n")}, nil
+		return Content{Text: strings.TrimRight(fill(l.sms, plain), "\n")}, nil
 	case "email":
-		subject := plain.Replace(l.subject)
-		escaped := strings.NewReplacer("{{.Code}}", html.EscapeString(d.Code), "{{.Purpose}}", html.EscapeString(purpose),
-			"{{.Minutes}}", minutes, "{{.Subject}}", html.EscapeString(subject))
-		return Content{Subject: subject, Text: plain.Replace(l.text), HTML: escaped.Replace(l.html)}, nil
+		subject := fill(l.subject, plain)
+		escaped := values{code: html.EscapeString(d.Code), purpose: html.EscapeString(purpose), minutes: minutes,
+			subject: html.EscapeString(subject), withSubject: true}
+		return Content{Subject: subject, Text: fill(l.text, plain), HTML: fill(l.html, escaped)}, nil
 	}
 	return Content{}, fmt.Errorf("templates: unknown channel %q", channel)
+}
+
+// values are what a template's placeholders stand for.
+type values struct {
+	code, purpose, minutes, subject string
+	withSubject                     bool // {{.Subject}} is replaced (the HTML)
+}
+
+// fill replaces the placeholders of t ({{.Code}}, {{.Purpose}},
+// {{.Minutes}}, {{.Subject}}) with v's in one pass, as a strings.Replacer
+// of those pairs would (a value is never scanned again), without building
+// one per message.
+func fill(t string, v values) string {
+	var b strings.Builder
+	b.Grow(len(t) + len(v.code) + len(v.purpose) + len(v.subject))
+	for {
+		i := strings.Index(t, "{{.")
+		if i < 0 {
+			b.WriteString(t)
+			return b.String()
+		}
+		b.WriteString(t[:i])
+		t = t[i:]
+		switch {
+		case strings.HasPrefix(t, "{{.Code}}"):
+			b.WriteString(v.code)
+			t = t[len("{{.Code}}"):]
+		case strings.HasPrefix(t, "{{.Purpose}}"):
+			b.WriteString(v.purpose)
+			t = t[len("{{.Purpose}}"):]
+		case strings.HasPrefix(t, "{{.Minutes}}"):
+			b.WriteString(v.minutes)
+			t = t[len("{{.Minutes}}"):]
+		case strings.HasPrefix(t, "{{.Subject}}") && v.withSubject:
+			b.WriteString(v.subject)
+			t = t[len("{{.Subject}}"):]
+		default:
+			b.WriteString("{{.")
+			t = t[len("{{."):]
+		}
+	}
 }

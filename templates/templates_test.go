@@ -90,3 +90,32 @@ func TestUnknownChannel(t *testing.T) {
 		t.Error("Render accepted channel fax")
 	}
 }
+
+// TestFillIsTheReplacerItReplaced: fill answers what a strings.Replacer
+// of the same pairs answers, on every template of every locale and on
+// crafted texts (placeholders side by side, broken ones, values holding
+// placeholders, which are never scanned again).
+func TestFillIsTheReplacerItReplaced(t *testing.T) {
+	v := values{code: "12{{.Purpose}}34", purpose: "log {{.Code}} in", minutes: "10", subject: "S <&> {{.Minutes}}", withSubject: true}
+	replacer := func(v values) *strings.Replacer {
+		pairs := []string{"{{.Code}}", v.code, "{{.Purpose}}", v.purpose, "{{.Minutes}}", v.minutes}
+		if v.withSubject {
+			pairs = append(pairs, "{{.Subject}}", v.subject)
+		}
+		return strings.NewReplacer(pairs...)
+	}
+	texts := []string{"", "{{.", "{{.Code", "{{.Code}}{{.Code}}", "a{{.Purpose}}b{{.Minutes}}c{{.Subject}}d", "{{{{.Code}}}}", "{{.code}} {{ .Code }}", "x{{.Subject}}"}
+	for _, name := range locales {
+		l := byLocale[name]
+		texts = append(texts, l.subject, l.html, l.text, l.sms)
+	}
+	for _, with := range []bool{false, true} {
+		v.withSubject = with
+		r := replacer(v)
+		for _, text := range texts {
+			if got, want := fill(text, v), r.Replace(text); got != want {
+				t.Errorf("fill(%q, subject %v) = %q, want %q", text, with, got, want)
+			}
+		}
+	}
+}
