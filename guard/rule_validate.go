@@ -29,6 +29,30 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 			bad(fmt.Sprintf("%s.key[%d]", at, i), "dimension %q is listed twice", d)
 		}
 	}
+	r.validateLimit(at, bad)
+	r.validateElastic(at, bad)
+	if r.Window < MinWindow || r.Window > MaxWindow {
+		bad(at+".window", "must be %s to %s, got %s", MinWindow, MaxWindow, r.Window)
+	} else if r.Window%time.Millisecond != 0 {
+		bad(at+".window", "must be a whole number of milliseconds, got %s", r.Window)
+	}
+	if !slices.Contains(Algorithms, r.Algorithm) {
+		bad(at+".algorithm", "unknown algorithm %q; one of %s", r.Algorithm, joinAlgorithms())
+	}
+	r.validateCounting(at, bad)
+	r.validateMode(at, bad)
+	r.validateLockout(at, bad)
+	if r.ResetOnSuccess && r.Count != CountFailures {
+		bad(at+".resetOnSuccess", "needs count: failures")
+	}
+	if r.OnStoreError != "deny" && r.OnStoreError != "allow" {
+		bad(at+".onStoreError", "must be deny or allow, got %q", r.OnStoreError)
+	}
+}
+
+// validateLimit checks limit and min (a percentage for a ratio, units
+// otherwise) and what a ratio allows.
+func (r *Rule) validateLimit(at string, bad func(field, format string, args ...any)) {
 	switch {
 	case r.Algorithm == Ratio && !r.percent:
 		bad(at+".limit", "the ratio algorithm's limit is the failure ratio that denies, a percentage such as 80%%")
@@ -57,6 +81,10 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 			bad(at+".lockout", "does not apply to the ratio algorithm (it denies while the ratio holds)")
 		}
 	}
+}
+
+// validateElastic checks an elastic limit.
+func (r *Rule) validateElastic(at string, bad func(field, format string, args ...any)) {
 	if e := r.Elastic; e != nil {
 		switch {
 		case r.Algorithm != SlidingWindow || r.Count != CountFailures:
@@ -65,14 +93,11 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 			bad(at+".elastic.ratio", "must be more than 0%% and at most 1000%%, got %g%%", float64(e.Ratio)*100)
 		}
 	}
-	if r.Window < MinWindow || r.Window > MaxWindow {
-		bad(at+".window", "must be %s to %s, got %s", MinWindow, MaxWindow, r.Window)
-	} else if r.Window%time.Millisecond != 0 {
-		bad(at+".window", "must be a whole number of milliseconds, got %s", r.Window)
-	}
-	if !slices.Contains(Algorithms, r.Algorithm) {
-		bad(at+".algorithm", "unknown algorithm %q; one of %s", r.Algorithm, joinAlgorithms())
-	}
+}
+
+// validateCounting checks what a rule counts: distinct's of, a lease,
+// count, remember.
+func (r *Rule) validateCounting(at string, bad func(field, format string, args ...any)) {
 	switch {
 	case r.Algorithm == Distinct && (r.Of == "" || r.Of == "global" || !slices.Contains(Dimensions, r.Of)):
 		bad(at+".of", "the distinct algorithm counts the distinct values of one dimension: one of %s except global", strings.Join(Dimensions, ", "))
@@ -114,6 +139,10 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 	case r.Remember != 0 && (r.Remember < r.Limit || r.Remember > MaxRemember):
 		bad(at+".remember", "must be the limit (%d) to %d values, got %d", r.Limit, MaxRemember, r.Remember)
 	}
+}
+
+// validateMode checks mode, fallback, overage and the when filters.
+func (r *Rule) validateMode(at string, bad func(field, format string, args ...any)) {
 	switch {
 	case r.Mode == ModeChallenge && r.Fallback != "deny" && r.Fallback != "allow":
 		bad(at+".fallback", "must be deny or allow, got %q", r.Fallback)
@@ -149,6 +178,10 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 			}
 		}
 	}
+}
+
+// validateLockout checks a lockout's durations and what it needs.
+func (r *Rule) validateLockout(at string, bad func(field, format string, args ...any)) {
 	if l := r.Lockout; l != nil {
 		if r.Count != CountFailures {
 			bad(at+".lockout", "needs count: failures (a lockout follows failed attempts)")
@@ -168,12 +201,6 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 		if l.Reset < l.Max || l.Reset > MaxWindow {
 			bad(at+".lockout.reset", "must be at least lockout.max (%s) and at most %s, got %s", l.Max, MaxWindow, l.Reset)
 		}
-	}
-	if r.ResetOnSuccess && r.Count != CountFailures {
-		bad(at+".resetOnSuccess", "needs count: failures")
-	}
-	if r.OnStoreError != "deny" && r.OnStoreError != "allow" {
-		bad(at+".onStoreError", "must be deny or allow, got %q", r.OnStoreError)
 	}
 }
 
