@@ -37,6 +37,18 @@ func (c *Config) Validate() error {
 			errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
 		}
 	}
+	c.validateOTP(bad)
+	c.validateSections(bad)
+	c.validateCaptcha(bad)
+	c.validateRules(bad)
+	if problems > maxProblems {
+		errs = append(errs, fmt.Errorf("config: and %d more problems", problems-maxProblems))
+	}
+	return errors.Join(errs...)
+}
+
+// validateOTP checks the otp section: codes, purposes, where SMS may go.
+func (c *Config) validateOTP(bad func(field, format string, args ...any)) {
 	if c.OTP.Length < 6 || c.OTP.Length > 10 {
 		bad("otp.length", "must be 6 to 10 digits, got %d", c.OTP.Length)
 	}
@@ -75,6 +87,10 @@ func (c *Config) Validate() error {
 	if len(c.OTP.SMS.AllowedTypes) == 0 {
 		bad("otp.sms.allowedTypes", "must list at least one number type")
 	}
+}
+
+// validateSections checks token, network, devices, store and signup.
+func (c *Config) validateSections(bad func(field, format string, args ...any)) {
 	if c.Token.TTL <= 0 || c.Token.TTL > 24*time.Hour {
 		bad("token.ttl", "must be more than 0 and at most 24h, got %s", c.Token.TTL)
 	}
@@ -111,6 +127,10 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("network.allowedOrigins[%d]", i), "%q is not an origin such as https://app.example.com", o)
 		}
 	}
+}
+
+// validateCaptcha checks challenge.captcha, when there is one.
+func (c *Config) validateCaptcha(bad func(field, format string, args ...any)) {
 	if cp := c.Challenge.Captcha; cp != nil {
 		if _, ok := CaptchaProviders[cp.Provider]; !ok {
 			bad("challenge.captcha.provider", "must be turnstile, hcaptcha or recaptcha, got %q", cp.Provider)
@@ -125,6 +145,10 @@ func (c *Config) Validate() error {
 			bad("challenge.captcha.timeout", "must be more than 0 and at most 10s, got %s", cp.Timeout)
 		}
 	}
+}
+
+// validateRules checks each rule, and that their names and state ids are unique.
+func (c *Config) validateRules(bad func(field, format string, args ...any)) {
 	// Names and state ids are indexed, not compared pairwise, so that
 	// validation stays linear in the rules.
 	byName := make(map[string]int, len(c.Rules))
@@ -150,10 +174,6 @@ func (c *Config) Validate() error {
 			byState[state] = i
 		}
 	}
-	if problems > maxProblems {
-		errs = append(errs, fmt.Errorf("config: and %d more problems", problems-maxProblems))
-	}
-	return errors.Join(errs...)
 }
 
 // validOrigin reports whether o is a serialized web origin.
