@@ -70,7 +70,8 @@ mutate: redis-server
 ## client's allocations per decision, the Lambda bootstraps' init time (median of 21 starts) and warm durations
 bench: redis-server
 	cd tests/bench && $(GO) run . -duration 3s -rounds 5
-	$(GO) test -run '^$$' -bench Allow -benchmem ./guard/redisstore
+	$(GO) test -run '^$$' -bench Allow -benchmem -cpu 1,32 ./guard/redisstore
+	$(GO) test -run '^$$' -bench SendHTTP -benchmem -benchtime 5000x ./internal/app
 	cd tests && $(GO) test -run '^$$' -bench Init -benchtime 21x ./lambda
 	cd tests && $(GO) test -run '^$$' -bench Warm -benchtime 200x ./lambda
 
