@@ -71,6 +71,7 @@ mutate: redis-server
 bench: redis-server
 	cd tests/bench && $(GO) run . -duration 3s -rounds 5
 	$(GO) test -run '^$$' -bench Allow -benchmem -cpu 1,32 ./guard/redisstore
+	$(GO) test -run '^$$' -bench DenyCacheHit -benchmem -cpu 1,32 ./guard
 	$(GO) test -run '^$$' -bench SendHTTP -benchmem -benchtime 5000x ./internal/app
 	cd tests && $(GO) test -run '^$$' -bench Init -benchtime 21x ./lambda
 	cd tests && $(GO) test -run '^$$' -bench Warm -benchtime 200x ./lambda
