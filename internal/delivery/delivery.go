@@ -14,7 +14,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
-	otpsns "github.com/otpguard/otpguard/guard/sns"
+	otpsns "github.com/otpguard/otpguard/internal/delivery/sns"
 )
 
 // Senders builds the send function's SES and SNS senders, each bounded by

@@ -17,7 +17,7 @@ import (
 )
 
 // Publisher is SNS Publish over the query protocol, signed with the SDK's
-// SigV4 signer: the SDK's own input, output and error types (guard/sns
+// SigV4 signer: the SDK's own input, output and error types (delivery/sns
 // uses it as it would the generated client), without the generated
 // client's middleware stack (about 260 KB of the send function).
 type Publisher struct {

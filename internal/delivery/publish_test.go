@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/otpguard/otpguard/guard"
-	otpsns "github.com/otpguard/otpguard/guard/sns"
 	"github.com/otpguard/otpguard/internal/delivery"
+	otpsns "github.com/otpguard/otpguard/internal/delivery/sns"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
 

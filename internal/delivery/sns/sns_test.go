@@ -16,7 +16,7 @@ import (
 	awssns "github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/sns"
+	"github.com/otpguard/otpguard/internal/delivery/sns"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/templates"
 )
