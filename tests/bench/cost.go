@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,36 +46,13 @@ func (b *bench) cost(ctx context.Context) error {
 		}
 	}
 	us.Close()
-	bin := filepath.Join(dir, "otpguard")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/otpguard")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build: %v\n%s", err, out)
-	}
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte("network: {trustedProxies: [127.0.0.0/8]}\nstore: {timeout: 2s}\n"), 0o600); err != nil {
-		return err
-	}
 	const addr = "127.0.0.1:18181"
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "GUARD_ADDR="+addr, "REDIS_URL=redis://"+b.srv.Addr, "GUARD_CONFIG="+cfg,
-		"GUARD_SECRET=bench-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
-		"OUTBOX_PATH=/dev/null", "AUTH=local", "USERS_PATH="+filepath.Join(dir, "users.jsonl"))
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
+	stop, err := b.startServer(dir, addr, "{timeout: 2s}", "AUTH=local", "USERS_PATH="+filepath.Join(dir, "users.jsonl"))
+	if err != nil {
 		return err
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer stop()
 	client := &http.Client{Timeout: 10 * time.Second}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if r, err := client.Get("http://" + addr + "/healthz"); err == nil {
-			r.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the server did not start")
-		}
-	}
 	post := func(path, body string, i int, want int) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

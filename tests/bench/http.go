@@ -26,35 +26,12 @@ func (b *bench) httpSends(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "otpguard")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/otpguard")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build: %v\n%s", err, out)
-	}
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte("network: {trustedProxies: [127.0.0.0/8]}\nstore: {timeout: 1s}\n"), 0o600); err != nil {
+	stop, err := b.startServer(dir, "127.0.0.1:18180", "{timeout: 1s}")
+	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "GUARD_ADDR=127.0.0.1:18180", "REDIS_URL=redis://"+b.srv.Addr, "GUARD_CONFIG="+cfg,
-		"GUARD_SECRET=bench-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
-		"OUTBOX_PATH=/dev/null")
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, MaxConnsPerHost: 16}, Timeout: 5 * time.Second}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if r, err := client.Get("http://127.0.0.1:18180/healthz"); err == nil {
-			r.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the server did not start")
-		}
-	}
 	var n atomic.Int64
 	send := func(ctx context.Context, _ int) (bool, error) {
 		i := n.Add(1)
@@ -78,7 +55,7 @@ func (b *bench) httpSends(ctx context.Context) error {
 		if _, _, _, err := load(ctx, send, 16, 300*time.Millisecond); err != nil {
 			return err
 		}
-		c0, err := cpuTime(cmd.Process.Pid)
+		c0, err := cpuTime(b.serverPid)
 		if err != nil {
 			return err
 		}
@@ -86,7 +63,7 @@ func (b *bench) httpSends(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c1, err := cpuTime(cmd.Process.Pid)
+		c1, err := cpuTime(b.serverPid)
 		if err != nil {
 			return err
 		}
@@ -99,6 +76,43 @@ func (b *bench) httpSends(ctx context.Context) error {
 	r := rows[k]
 	fmt.Fprintf(tw, "%.0f\t%s\t%s\t%.0f\t%.0f%%\t\n", r.perSec, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), cpus[k], 100*r.allowed)
 	return tw.Flush()
+}
+
+// startServer builds cmd/otpguard into dir and runs it on addr against
+// the bench's redis-server, behind a trusted loopback proxy, its messages
+// to /dev/null, with store (a YAML flow mapping) and env added; it
+// returns once /healthz answers, with the function that stops it.
+func (b *bench) startServer(dir, addr, store string, env ...string) (stop func(), err error) {
+	bin := filepath.Join(dir, "otpguard")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/otpguard")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("network: {trustedProxies: [127.0.0.0/8]}\nstore: "+store+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(append(os.Environ(), "GUARD_ADDR="+addr, "REDIS_URL=redis://"+b.srv.Addr, "GUARD_CONFIG="+cfg,
+		"GUARD_SECRET=bench-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+		"OUTBOX_PATH=/dev/null"), env...)
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	b.serverPid = cmd.Process.Pid
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			r.Body.Close()
+			return stop, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("the server did not start")
+		}
+	}
 }
 
 // cpuTime is a process's user and system CPU time so far.

@@ -125,8 +125,9 @@ func run() error {
 }
 
 type bench struct {
-	srv   *redistest.Server
-	trips atomic.Int64
+	srv       *redistest.Server
+	trips     atomic.Int64
+	serverPid int // the built server's, while one runs (startServer)
 }
 
 func (b *bench) client() *redis.Client {

@@ -429,7 +429,7 @@ func startTrigger(t *testing.T, exe, name string, env map[string]string) (*runti
 }
 
 // invokeRaw hands the running function one event and returns its answer.
-func (r *runtimeAPI) invokeRaw(t *testing.T, id string, event []byte) result {
+func (r *runtimeAPI) invokeRaw(t testing.TB, id string, event []byte) result {
 	t.Helper()
 	ch := make(chan result, 1)
 	r.mu.Lock()

@@ -392,16 +392,7 @@ func connectionsReceived(t *testing.T, rdb *redis.Client) int {
 // next-invocation request: the function's own init (secrets, config,
 // Redis client, library load), as Lambda's Init Duration measures it.
 func BenchmarkInit(b *testing.B) {
-	rs, err := redistest.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rs.Close()
-	aws := awsfake.New()
-	defer aws.Close()
-	aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
-	aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
-	aws.SetParameter("/otpguard/config", "otp: {ttl: 5m}\n")
+	st := newBenchStack(b, "otp: {ttl: 5m}\n")
 	bin := b.TempDir()
 	for _, fn := range []string{"verify", "send", "login"} {
 		b.Run(fn, func(b *testing.B) {
@@ -413,13 +404,7 @@ func BenchmarkInit(b *testing.B) {
 				cmd := exec.Command(exe)
 				var stderr testutil.Buffer
 				cmd.Stderr = &stderr
-				cmd.Env = []string{
-					"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"),
-					"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret",
-					"AWS_ENDPOINT_URL=" + aws.URL, "REDIS_URL=redis://" + rs.Addr, "GUARD_CONFIG_PARAM=/otpguard/config",
-					"GUARD_HASH_SECRET_ID=otpguard/hash", "GUARD_SIGNING_SECRET_ID=otpguard/signing",
-					"SES_FROM=no-reply@otpguard.example", "AUTH=cognito", "COGNITO_CLIENT_ID=testclient", "COGNITO_USER_POOL_ID=us-east-1_test",
-				}
+				cmd.Env = st.env(api)
 				began := time.Now()
 				if err := cmd.Start(); err != nil {
 					b.Fatal(err)
@@ -442,6 +427,39 @@ func BenchmarkInit(b *testing.B) {
 			b.ReportMetric(float64(inits[len(inits)-1].Microseconds())/1000, "max-init-ms")
 		})
 	}
+}
+
+// benchStack is what the benchmarks' bootstraps run against: a
+// redis-server and a local AWS endpoint holding the secrets and the
+// config parameter (doc).
+type benchStack struct {
+	rs  *redistest.Server
+	aws *awsfake.Server
+}
+
+func newBenchStack(b *testing.B, doc string) benchStack {
+	rs, err := redistest.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(rs.Close)
+	aws := awsfake.New()
+	b.Cleanup(aws.Close)
+	aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
+	aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
+	aws.SetParameter("/otpguard/config", doc)
+	return benchStack{rs, aws}
+}
+
+// env is a bootstrap's environment under api, with extra added.
+func (st benchStack) env(api *runtimeAPI, extra ...string) []string {
+	return append([]string{
+		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret",
+		"AWS_ENDPOINT_URL=" + st.aws.URL, "REDIS_URL=redis://" + st.rs.Addr, "GUARD_CONFIG_PARAM=/otpguard/config",
+		"GUARD_HASH_SECRET_ID=otpguard/hash", "GUARD_SIGNING_SECRET_ID=otpguard/signing",
+		"SES_FROM=no-reply@otpguard.example", "AUTH=cognito", "COGNITO_CLIENT_ID=testclient", "COGNITO_USER_POOL_ID=us-east-1_test",
+	}, extra...)
 }
 
 // TestPackageInitIsLean runs the verify, send and login bootstraps with

@@ -3,17 +3,13 @@ package lambda
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/otpguard/otpguard/internal/testonly/awsfake"
-	"github.com/otpguard/otpguard/internal/testonly/redistest"
-	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // BenchmarkWarm runs the send, verify and login bootstraps warm under the
@@ -31,16 +27,7 @@ import (
 // cores are not Lambda's: compare the functions with one another, and
 // with your own stack's Duration metric.
 func BenchmarkWarm(b *testing.B) {
-	rs, err := redistest.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rs.Close()
-	aws := awsfake.New()
-	defer aws.Close()
-	aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
-	aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
-	aws.SetParameter("/otpguard/config", "otp: {ttl: 5m}\nnetwork: {trustedProxies: [0.0.0.0/0]}\n")
+	st := newBenchStack(b, "otp: {ttl: 5m}\nnetwork: {trustedProxies: [0.0.0.0/0]}\n")
 	bin := b.TempDir()
 	for _, fn := range []string{"send", "verify", "login"} {
 		b.Run(fn, func(b *testing.B) {
@@ -52,15 +39,8 @@ func BenchmarkWarm(b *testing.B) {
 			api := newRuntimeAPI()
 			defer api.Close()
 			cmd := exec.Command(exe)
-			var stderr testutil.Buffer
-			cmd.Stderr = &stderr
-			cmd.Env = []string{
-				"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(api.URL, "http://"),
-				"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret",
-				"AWS_ENDPOINT_URL=" + aws.URL, "REDIS_URL=redis://" + rs.Addr, "GUARD_CONFIG_PARAM=/otpguard/config",
-				"GUARD_HASH_SECRET_ID=otpguard/hash", "GUARD_SIGNING_SECRET_ID=otpguard/signing",
-				"SES_FROM=no-reply@otpguard.example", "EMAIL_PER_SECOND=100000", "AUTH=cognito", "COGNITO_CLIENT_ID=testclient", "COGNITO_USER_POOL_ID=us-east-1_test",
-			}
+			cmd.Stderr = io.Discard
+			cmd.Env = st.env(api, "EMAIL_PER_SECOND=100000")
 			if err := cmd.Start(); err != nil {
 				b.Fatal(err)
 			}
@@ -70,23 +50,8 @@ func BenchmarkWarm(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				ev := warmEvent(b, raw, fn, i)
-				id := fmt.Sprintf("warm-%d", i)
-				ch := make(chan result, 1)
-				api.mu.Lock()
-				api.results[id] = ch
-				api.mu.Unlock()
-				select {
-				case api.events <- invocation{id, ev}:
-				case <-time.After(30 * time.Second):
-					b.Fatalf("the function never asked for the next invocation: %s", stderr.String())
-				}
 				began := time.Now()
-				var res result
-				select {
-				case res = <-ch:
-				case <-time.After(30 * time.Second):
-					b.Fatalf("no response: %s", stderr.String())
-				}
+				res := api.invokeRaw(b, fmt.Sprintf("warm-%d", i), ev)
 				took = append(took, time.Since(began))
 				var resp struct{ StatusCode int }
 				if res.isErr || json.Unmarshal(res.body, &resp) != nil {
