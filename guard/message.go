@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"time"
 )
 
 // Message is one verification code on its way to a destination: what the
@@ -22,6 +23,13 @@ type Message struct {
 	// Subject, Text and HTML are the rendered message (Subject and HTML
 	// are empty for SMS).
 	Subject, Text, HTML string
+	// TTL is the code's lifetime: a queued message not delivered within
+	// it is dropped. Zero: the queue's default.
+	TTL time.Duration
+	// Receipt is the send's receipt (Guard.Receipt), or empty: a queued
+	// message given up on settles it void, so a provider outage spends
+	// nobody's budget.
+	Receipt string
 }
 
 // Delivery errors a sender wraps, so the API can answer each clearly.

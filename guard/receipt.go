@@ -157,8 +157,12 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 // Derive returns a 256-bit key for label, derived from the deployment
 // secret (HMAC-SHA256): the step-up sessions' encryption key, and the
 // like. Labels name their use; two labels never share a key.
-func (g *Guard) Derive(label string) []byte {
-	m := hmac.New(sha256.New, g.secret)
+func (g *Guard) Derive(label string) []byte { return DeriveKey(g.secret, label) }
+
+// DeriveKey is [Guard.Derive] of the deployment secret, for the parts
+// built before a guard (the delivery queue).
+func DeriveKey(secret []byte, label string) []byte {
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("otpguard derive\x00" + label))
 	return m.Sum(nil)
 }

@@ -9,6 +9,9 @@
 //	                   of cluster nodes; unset: an embedded in-process Redis
 //	GUARD_CONFIG       path of a YAML config laid over the default
 //	OUTBOX_PATH        file the outbox appends messages to; unset: stderr
+//	DELIVERY_MODE      queue (default: messages wait in an in-process
+//	                   queue and go out in the background) or direct (in
+//	                   the request)
 //	GUARD_SECRET       key-hashing secret (at least 16 bytes); required
 //	                   with REDIS_URL, else random per start
 //	GUARD_SIGNING_KEY  Ed25519 token key (PKCS #8 PEM or base64 seed);
@@ -50,6 +53,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/authenv"
 	"github.com/otpguard/otpguard/internal/console"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/localredis"
 )
 
@@ -113,6 +117,22 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		defer f.Close()
 		box = f
 	}
+	var senders func(queue.Host) (api.Sender, error)
+	switch mode := getenv("DELIVERY_MODE"); mode {
+	case "direct":
+		senders = func(queue.Host) (api.Sender, error) { return outbox.New(box, nil), nil }
+	case "", "queue":
+		senders = func(h queue.Host) (api.Sender, error) {
+			q, local, err := queue.InProcess(h, outbox.New(box, nil), 8, queue.Options{})
+			if err != nil {
+				return nil, err
+			}
+			go func() { <-ctx.Done(); local.Close() }()
+			return q, nil
+		}
+	default:
+		return fmt.Errorf("DELIVERY_MODE: want queue or direct, got %q", mode)
+	}
 	tokens := console.Tokens{Admin: getenv("ADMIN_TOKEN"), Viewer: getenv("VIEWER_TOKEN")}
 	stats := console.NewStats()
 	handler, err := app.New(ctx, app.Settings{
@@ -125,7 +145,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		},
 		Observer: statsObserver{stats},
 		Events:   events.Log{Logger: log, Stack: "local"},
-		Senders:  func(guard.Store) (api.Sender, error) { return outbox.New(box, nil), nil },
+		Senders:  senders,
 	}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		return err

@@ -40,6 +40,14 @@ type Sender interface {
 	Send(ctx context.Context, m guard.Message) error
 }
 
+// Queuer is a Sender that queues (DeliveryMode queue): a nil error from
+// Send means the message waits its turn; Backlog estimates how long a
+// message of the channel waits behind the others (0: none ahead).
+type Queuer interface {
+	Sender
+	Backlog(ctx context.Context, ch guard.Channel) time.Duration
+}
+
 // Authenticator checks credentials and creates accounts for /v1/login and
 // /v1/signup: the local users, Cognito, or the app's own endpoints. Errors
 // wrap guard.ErrInvalidCredentials, guard.ErrRejected or

@@ -153,6 +153,7 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 		receipt = s.Guard.Receipt(d)
 	}
 	msg, err := s.cognitoMessage(dest, purpose, m)
+	msg.Receipt = receipt
 	if err == nil {
 		err = s.Sender.Send(ctx, msg)
 	}

@@ -26,6 +26,11 @@ type sendResponse struct {
 	// destination at (see resendPace): the same for every send, so it
 	// tells nobody whether someone else sent to this address.
 	ResendIn int `json:"resendIn"`
+	// Queued: the message waits its turn in the delivery queue
+	// (DeliveryMode queue); DeliveryEta estimates the wait in seconds
+	// when others are ahead of it.
+	Queued      bool `json:"queued,omitempty"`
+	DeliveryEta int  `json:"deliveryEta,omitempty"`
 }
 
 // verifyResponse is the 200 of POST /v1/otp/verify.
@@ -80,7 +85,8 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	// the send counts on the failure-counting send rules until the verify
 	// that approves this code settles its receipt
-	code, err := s.Codes.Issue(ctx, dest, in.Purpose, s.Guard.Receipt(rec.decision))
+	receipt := s.Guard.Receipt(rec.decision)
+	code, err := s.Codes.Issue(ctx, dest, in.Purpose, receipt)
 	if err != nil {
 		// Nothing was sent: the send's units go back to every rule.
 		s.Log.ErrorContext(ctx, "issue code", "err", err)
@@ -95,6 +101,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("internal_error", "the message could not be rendered"))
 		return
 	}
+	msg.Receipt = receipt
 	if err := s.Sender.Send(ctx, msg); err != nil {
 		s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
 		if errors.Is(err, guard.ErrUndeliverable) {
@@ -107,15 +114,26 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		// doing, and a retry after the provider recovers must not find the
 		// budgets (sms-global among them) spent on messages never sent.
 		s.settle(ctx, req, rec.decision, guard.Void)
-		s.fail(w, rec, problem("delivery_unavailable", "the message provider failed; retry later"))
+		p := problem("delivery_unavailable", "the message provider failed; retry later")
+		var full interface{ RetryIn() time.Duration }
+		if errors.As(err, &full) {
+			p = problem("delivery_unavailable", "too many messages are waiting for the provider; retry later")
+			p.RetryAfter = max(1, int(full.RetryIn()/time.Second))
+		}
+		s.fail(w, rec, p)
 		return
 	}
 	rec.outcome = "sent"
 	s.delivered(ctx, dest)
-	writeJSON(w, http.StatusAccepted, sendResponse{
+	out := sendResponse{
 		Status: "pending", Channel: string(dest.Channel), To: mask(dest),
 		ExpiresIn: int(s.Codes.TTL() / time.Second), ResendIn: s.resend,
-	})
+	}
+	if q, ok := s.Sender.(Queuer); ok {
+		out.Queued = true
+		out.DeliveryEta = int(q.Backlog(ctx, dest.Channel) / time.Second)
+	}
+	writeJSON(w, http.StatusAccepted, out)
 }
 
 func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
@@ -199,7 +217,7 @@ func (s *Server) message(dest guard.Destination, purpose, locale, code string) (
 	}
 	return guard.Message{
 		Channel: dest.Channel, To: dest.Address, Purpose: purpose, Locale: templates.Match(locale), Code: code,
-		Subject: content.Subject, Text: content.Text, HTML: content.HTML,
+		Subject: content.Subject, Text: content.Text, HTML: content.HTML, TTL: s.Codes.TTL(),
 	}, nil
 }
 

@@ -19,7 +19,8 @@ type Problem struct {
 	// Errors maps each bad field (or "body") to what is wrong with it;
 	// invalid_request only.
 	Errors map[string]string `json:"errors,omitempty"`
-	// RetryAfter (whole seconds, ≥ 1) and Rule: rate_limited only.
+	// RetryAfter (whole seconds, ≥ 1): rate_limited, and delivery_unavailable
+	// when the delivery queue is full. Rule: rate_limited only.
 	RetryAfter int    `json:"retryAfter,omitempty"`
 	Rule       string `json:"rule,omitempty"`
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/users"
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/localredis"
 )
 
@@ -63,7 +64,7 @@ func local(t *testing.T, rules string) (http.Handler, *outbox) {
 	out := &outbox{}
 	_, key, _ := ed25519.GenerateKey(nil)
 	a, err := app.New(context.Background(), app.Settings{Redis: srv.Client(), Secret: []byte("0123456789abcdef0123"), Auth: us,
-		Senders: func(guard.Store) (api.Sender, error) { return out, nil }, Log: slog.New(slog.DiscardHandler)}, cfg, app.Keys{Signing: key})
+		Senders: func(queue.Host) (api.Sender, error) { return out, nil }, Log: slog.New(slog.DiscardHandler)}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		t.Fatal(err)
 	}

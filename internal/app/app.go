@@ -31,6 +31,7 @@ import (
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/guard/token"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 )
 
 // Settings is everything the App is built from.
@@ -40,9 +41,10 @@ type Settings struct {
 	Redis redis.UniversalClient
 	// Secret keys every hash of an identifier or a code (≥ 16 bytes).
 	Secret []byte
-	// Senders builds the message sender on the store (for pacing), or
-	// is nil in the functions that send nothing.
-	Senders func(guard.Store) (api.Sender, error)
+	// Senders builds the message sender on the host (the store for
+	// pacing, the Redis and secret of the delivery queue), or is nil in
+	// the functions that send nothing.
+	Senders func(queue.Host) (api.Sender, error)
 	// Auth fronts login and signup; nil answers them 503.
 	Auth api.Authenticator
 	// Admin authorizes the internal routes; nil refuses everyone.
@@ -127,7 +129,8 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 	a.checkEviction(pctx)
 	if s.Senders != nil {
 		var err error
-		if a.sender, err = s.Senders(a.store); err != nil {
+		host := queue.Host{Store: a.store, Redis: s.Redis, Secret: s.Secret, Log: s.Log, Void: a.void}
+		if a.sender, err = s.Senders(host); err != nil {
 			return nil, err
 		}
 	}
@@ -186,6 +189,12 @@ func (a *App) Reload(cfg guard.Config, keys Keys) error {
 	a.guard.Store(g)
 	a.config.Store(&cfg)
 	return nil
+}
+
+// void settles a send's receipt as a void attempt (a queued message
+// given up on).
+func (a *App) void(ctx context.Context, receipt string) error {
+	return a.guard.Load().SettleReceipt(ctx, receipt, guard.Void)
 }
 
 // unblocked tells the other processes on the Redis what an unblock here

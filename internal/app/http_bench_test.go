@@ -15,6 +15,7 @@ import (
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
@@ -46,7 +47,7 @@ func BenchmarkSendHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	a, err := app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"),
-		Senders: func(guard.Store) (api.Sender, error) { return discard{}, nil },
+		Senders: func(queue.Host) (api.Sender, error) { return discard{}, nil },
 		Log:     slog.New(slog.NewJSONHandler(io.Discard, nil))}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
@@ -91,7 +92,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h.app, err = app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"), Auth: h.a,
-		Senders: func(guard.Store) (api.Sender, error) { return h.s, nil }}, cfg, app.Keys{Signing: key})
+		Senders: func(queue.Host) (api.Sender, error) { return h.s, nil }}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,14 +14,32 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 	otpsns "github.com/otpguard/otpguard/internal/delivery/sns"
 )
 
 // Senders builds the send function's SES and SNS senders, each bounded by
 // PROVIDER_TIMEOUT and paced to its quota across every container through
-// Redis, waiting at most DELIVERY_MAX_WAIT for a turn.
-func Senders(getenv func(string) string, cfg aws.Config) (func(guard.Store) (api.Sender, error), error) {
+// Redis, waiting at most DELIVERY_MAX_WAIT for a turn. With DELIVERY_MODE
+// queue they are the deliver function's, and the others queue every
+// message in DELIVERY_QUEUE_URL instead (see package queue), refusing
+// sends while more than DELIVERY_QUEUE_MAX_DEPTH wait.
+func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (api.Sender, error), error) {
 	var errs []error
+	mode := getenv("DELIVERY_MODE")
+	if mode != "" && mode != "direct" && mode != "queue" {
+		errs = append(errs, fmt.Errorf("DELIVERY_MODE: want direct or queue, got %q", mode))
+	}
+	var sqs *SQS
+	var maxDepth int64
+	if mode == "queue" {
+		maxDepth = positive(getenv, "DELIVERY_QUEUE_MAX_DEPTH", 6000, &errs)
+		if url := getenv("DELIVERY_QUEUE_URL"); url == "" {
+			errs = append(errs, errors.New("DELIVERY_QUEUE_URL: required with DELIVERY_MODE queue"))
+		} else {
+			sqs = NewSQS(cfg, url)
+		}
+	}
 	maxWait := duration(getenv, "DELIVERY_MAX_WAIT", 2*time.Second, &errs)
 	timeout := duration(getenv, "PROVIDER_TIMEOUT", 5*time.Second, &errs)
 	var emailRate, smsRate int64
@@ -43,7 +61,10 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(guard.Store) (api
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return func(st guard.Store) (api.Sender, error) {
+	return func(h queue.Host) (api.Sender, error) {
+		if sqs != nil {
+			return queue.New(h, sqs, queue.Options{MaxDepth: maxDepth, Rate: map[guard.Channel]int64{guard.Email: emailRate, guard.SMS: smsRate}})
+		}
 		by := api.ByChannel{}
 		for ch, s := range map[guard.Channel]struct {
 			sender api.Sender
@@ -53,7 +74,7 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(guard.Store) (api
 			if s.sender == nil {
 				continue
 			}
-			pacer, err := guard.NewPacer(st, s.name, s.rate, time.Second, time.Second)
+			pacer, err := guard.NewPacer(h.Store, s.name, s.rate, time.Second, time.Second)
 			if err != nil {
 				return nil, err
 			}

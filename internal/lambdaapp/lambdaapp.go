@@ -41,13 +41,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/emf"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/awsjson"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/eventbus"
 )
 
@@ -75,6 +75,10 @@ type Function struct {
 	// KMS: the function decrypts the custom senders' codes with the
 	// stack's KMS key.
 	KMS bool
+	// Queue: the function is the delivery queue's consumer (its events
+	// are SQS's, answered through Parts.Trigger like a trigger's): it
+	// sends with the direct senders and never queues.
+	Queue bool
 }
 
 // Parts are the pieces only some functions link, passed in by their main
@@ -82,7 +86,7 @@ type Function struct {
 // clients (internal/delivery), the authenticators (internal/authenv).
 type Parts struct {
 	// Senders builds the senders from the environment (send).
-	Senders func(getenv func(string) string, cfg aws.Config) (func(guard.Store) (api.Sender, error), error)
+	Senders func(getenv func(string) string, cfg aws.Config) (func(queue.Host) (api.Sender, error), error)
 	// Auth builds the authenticator AUTH names (login, signup); allowLocal
 	// is false in Lambda.
 	Auth func(getenv func(string) string, allowLocal bool, clientSecret func() (string, error)) (api.Authenticator, func() error, error)
@@ -120,10 +124,12 @@ var (
 	// Cognitoauth is its pre sign-up, pre and post authentication and
 	// post confirmation triggers.
 	Cognitoauth = Function{Name: "cognitoauth", Hashes: true, Trigger: true}
+	// Deliver sends what the others queued (DeliveryMode queue).
+	Deliver = Function{Name: "deliver", Senders: Email | SMS, Hashes: true, Queue: true}
 )
 
 // Functions lists them all.
-var Functions = []Function{Send, Verify, Jwks, Health, Login, Signup, Backend, Cognitosend, Cognitoauth}
+var Functions = []Function{Send, Verify, Jwks, Health, Login, Signup, Backend, Cognitosend, Cognitoauth, Deliver}
 
 // Vars lists the environment variables a function reads: the template
 // test checks that template.yaml sets each, and no others.
@@ -142,7 +148,13 @@ func Vars(fn Function) []string {
 		v = append(v, "SMS_SENDER_ID", "SMS_ORIGINATION_NUMBER", "SMS_MAX_PRICE", "SMS_PER_SECOND")
 	}
 	if fn.Senders != 0 {
-		v = append(v, "DELIVERY_MAX_WAIT", "PROVIDER_TIMEOUT")
+		v = append(v, "DELIVERY_MAX_WAIT", "PROVIDER_TIMEOUT", "DELIVERY_QUEUE_URL")
+	}
+	if fn.Senders != 0 && !fn.Queue {
+		v = append(v, "DELIVERY_MODE", "DELIVERY_QUEUE_MAX_DEPTH")
+	}
+	if fn.Queue {
+		v = append(v, "DELIVERY_MAX_RECEIVES")
 	}
 	if fn.Auth {
 		v = append(v, "AUTH", "COGNITO_USER_POOL_ID", "COGNITO_CLIENT_ID", "COGNITO_CLIENT_SECRET_ID", "AUTH_UPSTREAM_URL",
@@ -210,7 +222,7 @@ func FromEnv(fn Function, getenv func(string) string) (Env, error) {
 // Main initializes fn and serves its invocations; see Start.
 func Main(fn Function, p Parts) {
 	h := Start(context.Background(), fn, p, os.Getenv, os.Stdout, os.Stderr)
-	if fn.Trigger {
+	if fn.Trigger || fn.Queue {
 		lambda.Start(TriggerHandler(h))
 		return
 	}
@@ -332,7 +344,16 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 		if p.Senders == nil {
 			return nil, fmt.Errorf("function %s delivers codes but was built without senders", fn.Name)
 		}
-		if s.Senders, err = p.Senders(getenv, awsCfg); err != nil {
+		senv := getenv
+		if fn.Queue { // the consumer sends: it never queues again
+			senv = func(k string) string {
+				if k == "DELIVERY_MODE" {
+					return "direct"
+				}
+				return getenv(k)
+			}
+		}
+		if s.Senders, err = p.Senders(senv, awsCfg); err != nil {
 			return nil, failed("the senders' settings", err)
 		}
 	}
@@ -348,9 +369,9 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 			return nil, failed("the authenticator's settings", err)
 		}
 	}
-	if fn.Trigger {
+	if fn.Trigger || fn.Queue {
 		if p.Trigger == nil {
-			return nil, fmt.Errorf("function %s answers Cognito's triggers but was built without them", fn.Name)
+			return nil, fmt.Errorf("function %s answers events but was built without their handler", fn.Name)
 		}
 		if rt.trigger, err = p.Trigger(getenv, awsCfg, rdb, func() *api.Server { return rt.app.Server() }, log); err != nil {
 			return nil, failed("the triggers' settings", err)

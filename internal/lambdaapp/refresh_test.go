@@ -12,8 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
@@ -202,8 +202,8 @@ func TestEachFunctionReadsOnlyItsSecrets(t *testing.T) {
 			st.aws.Deny("secretsmanager:GetSecretValue", "hash", !fn.Hashes)
 			// Inert parts: what is checked is which secrets init reads.
 			parts := Parts{
-				Senders: func(func(string) string, aws.Config) (func(guard.Store) (api.Sender, error), error) {
-					return func(guard.Store) (api.Sender, error) { return nil, nil }, nil
+				Senders: func(func(string) string, aws.Config) (func(queue.Host) (api.Sender, error), error) {
+					return func(queue.Host) (api.Sender, error) { return nil, nil }, nil
 				},
 				Auth: func(func(string) string, bool, func() (string, error)) (api.Authenticator, func() error, error) {
 					return nil, func() error { return nil }, nil

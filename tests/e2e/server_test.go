@@ -127,7 +127,10 @@ func start(t *testing.T, redisURL, config string, extra ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
 	s := &server{outbox: filepath.Join(dir, "outbox.jsonl"), logs: &testutil.Buffer{}, http: &http.Client{Timeout: 10 * time.Second}}
-	env := append(os.Environ(), "GUARD_ADDR=127.0.0.1:0", "OUTBOX_PATH="+s.outbox)
+	// DELIVERY_MODE direct unless a test asks for the queue (`make run`'s
+	// default): a test that reads the newest code of an address right
+	// after its send reads it written (queue_test.go tests the queue)
+	env := append(os.Environ(), "GUARD_ADDR=127.0.0.1:0", "OUTBOX_PATH="+s.outbox, "DELIVERY_MODE=direct")
 	if redisURL != "" {
 		env = append(env, "REDIS_URL="+redisURL, "GUARD_SECRET="+testutil.RandomSecret(), "GUARD_SIGNING_KEY="+testutil.RandomSecret())
 	}

@@ -1,0 +1,126 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Ledger is what the queue keeps in Redis, per destination and purpose
+// (its keys share one cluster slot): the newest message's id, and a mark
+// per message being sent or sent. Redis's TIME is read beside each
+// script (ElastiCache Serverless refuses it inside one).
+type Ledger struct{ rdb redis.UniversalClient }
+
+// NewLedger keeps the ledger in rdb.
+func NewLedger(rdb redis.UniversalClient) *Ledger { return &Ledger{rdb} }
+
+// kept is how long a sent message's mark outlives it: past SQS's
+// retention of the queue (15 minutes), no copy of it can come back.
+const kept = 20 * time.Minute
+
+// Claim is what a consumer may do with a message.
+type Claim int
+
+// The claims.
+const (
+	Claimed         Claim = iota // the consumer sends it, then marks it Done
+	ClaimDuplicate               // sent already: a redelivery
+	ClaimBusy                    // another consumer is sending it now
+	ClaimSuperseded              // a newer message for its destination was queued
+	ClaimExpired                 // its code ended
+)
+
+var claimNames = [...]string{"claimed", "duplicate", "busy", "superseded", "expired"}
+
+func (c Claim) String() string { return claimNames[c] }
+
+func latestKey(key string) string   { return "og:{q" + key + "}l" }
+func markKey(key, id string) string { return "og:{q" + key + "}m" + id }
+
+// Enqueue makes id the newest message for key, for ttl, and returns
+// Redis's time.
+func (l *Ledger) Enqueue(ctx context.Context, key, id string, ttl time.Duration) (time.Time, error) {
+	var now *redis.TimeCmd
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		p.Set(ctx, latestKey(key), id, ttl)
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return now.Val(), nil
+}
+
+// claimScript: the mark first (a message sent or being sent is left
+// alone), then whether it is still the newest; a claim is a mark
+// "s<token>" for lease ms.
+const claimSource = `
+local m = redis.call('GET', KEYS[2])
+if m == 'done' then return 'duplicate' end
+if m then return 'busy' end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'superseded' end
+redis.call('SET', KEYS[2], 's' .. ARGV[2], 'PX', ARGV[3])
+return 'claimed'
+`
+
+// releaseScript removes a claim only if it is still this token's.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == 's' .. ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// Claim asks to send message id of key, whose code ends at expires (Unix
+// ms). When Claimed, token releases the claim (Release) if the send
+// fails; the claim lapses by itself after lease.
+func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease time.Duration) (c Claim, token string, err error) {
+	token = newID()
+	var now *redis.TimeCmd
+	var res *redis.Cmd
+	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		res = p.Eval(ctx, claimSource, []string{latestKey(key), markKey(key, id)}, id, token, lease.Milliseconds())
+		return nil
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	answer, _ := res.Val().(string)
+	switch {
+	case answer == "duplicate":
+		return ClaimDuplicate, "", nil
+	case now.Val().UnixMilli() >= expires:
+		if answer == "claimed" {
+			// never to be sent: a redelivery is a duplicate
+			if err := l.Done(ctx, key, id); err != nil {
+				return 0, "", err
+			}
+		}
+		return ClaimExpired, "", nil
+	case answer == "busy":
+		return ClaimBusy, "", nil
+	case answer == "superseded":
+		return ClaimSuperseded, "", nil
+	case answer == "claimed":
+		return Claimed, token, nil
+	}
+	return 0, "", fmt.Errorf("queue: the ledger answered %q", answer)
+}
+
+// Done marks message id sent (or never to be sent).
+func (l *Ledger) Done(ctx context.Context, key, id string) error {
+	return l.rdb.Set(ctx, markKey(key, id), "done", kept).Err()
+}
+
+// Release gives a failed send's claim back, so a redelivery may try.
+func (l *Ledger) Release(ctx context.Context, key, id, token string) error {
+	err := releaseScript.Eval(ctx, l.rdb, []string{markKey(key, id)}, token).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,143 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
+)
+
+// Local is the in-process queue of the local server (DELIVERY_MODE
+// queue, the default of `make run`): Push hands the job to a pool of
+// workers that deliver it with a Deliverer, a Retry waits its backoff in a
+// timer, and a Dead message is counted (the process has no dead-letter
+// queue). What waits is lost when the process ends.
+type Local struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	jobs    []localJob
+	busy    int // being delivered or waiting a retry
+	dead    int
+	closed  bool
+	d       *Deliverer
+	wg      sync.WaitGroup
+	outcome func(Outcome)
+}
+
+type localJob struct {
+	body    string
+	receive int
+}
+
+// NewLocal returns an in-process queue; Start sets its workers going.
+func NewLocal() *Local {
+	l := &Local{}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
+
+// Start delivers with d on workers goroutines until Close; outcome, if
+// not nil, is told each attempt's outcome.
+func (l *Local) Start(d *Deliverer, workers int, outcome func(Outcome)) {
+	l.d, l.outcome = d, outcome
+	for range workers {
+		l.wg.Add(1)
+		go l.work()
+	}
+}
+
+// Push implements Backend.
+func (l *Local) Push(_ context.Context, body string) error {
+	l.put(localJob{body: body, receive: 1}, false)
+	return nil
+}
+
+func (l *Local) put(j localJob, retry bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if retry {
+		l.busy--
+	}
+	if l.closed {
+		return
+	}
+	l.jobs = append(l.jobs, j)
+	l.cond.Signal()
+}
+
+// Depth implements Backend: messages waiting, being delivered or waiting
+// a retry.
+func (l *Local) Depth(context.Context) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int64(len(l.jobs) + l.busy), nil
+}
+
+// Dead is how many messages were given up on.
+func (l *Local) Dead() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dead
+}
+
+func (l *Local) work() {
+	defer l.wg.Done()
+	for {
+		l.mu.Lock()
+		for len(l.jobs) == 0 && !l.closed {
+			l.cond.Wait()
+		}
+		if l.closed {
+			l.mu.Unlock()
+			return
+		}
+		j := l.jobs[0]
+		l.jobs = l.jobs[1:]
+		l.busy++
+		l.mu.Unlock()
+
+		out, wait := l.d.Deliver(context.Background(), j.body, j.receive)
+		if l.outcome != nil {
+			l.outcome(out)
+		}
+		if out == Retry {
+			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, receive: j.receive + 1}, true) })
+			continue
+		}
+		l.mu.Lock()
+		l.busy--
+		if out == Dead {
+			l.dead++
+		}
+		l.mu.Unlock()
+	}
+}
+
+// Close stops the workers once their current message is done.
+func (l *Local) Close() {
+	l.mu.Lock()
+	l.closed = true
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+// InProcess is DeliveryMode queue within one process (the local server):
+// the queue of h on a Local whose workers deliver with direct. Close the
+// Local when done.
+func InProcess(h Host, direct api.Sender, workers int, o Options) (*Queue, *Local, error) {
+	local := NewLocal()
+	q, err := New(h, local, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := NewDeliverer(DeliverOptions{Redis: h.Redis, SealKey: guard.DeriveKey(h.Secret, SealLabel),
+		Sender: func() api.Sender { return direct }, Void: h.Void, Log: h.Log})
+	if err != nil {
+		return nil, nil, err
+	}
+	local.Start(d, workers, nil)
+	return q, local, nil
+}

@@ -1,0 +1,226 @@
+// Package queue is the delivery queue (DeliveryMode queue): a send the
+// rules allowed is put in a queue instead of being handed to the provider
+// in the request, and a consumer delivers it at the provider's pace (the
+// same pacer and senders as a direct send), so a burst above the
+// provider's rate is answered 202 at once and delivered seconds later
+// instead of being refused.
+//
+// What it promises, with SQS's at-least-once delivery and any number of
+// consumers:
+//
+//   - the newest message for a destination and purpose wins: a resend
+//     makes every older message for it superseded, never delivered after
+//     it (the ledger's latest id, in Redis);
+//   - a message is sent once: a consumer claims it in Redis before
+//     sending and marks it done after, so a redelivered message sends
+//     nothing;
+//   - a message whose code has expired (by Redis's clock) is dropped;
+//   - a provider failure is retried with backoff; on the last receive the
+//     send's units are given back (its receipt settled void) and the
+//     message goes to the dead-letter queue;
+//   - the queue is bounded: above MaxDepth messages waiting a send is
+//     refused (503 with Retry-After), and the rules were applied before
+//     anything was queued.
+//
+// The jobs are sealed (AES-GCM under a key derived from the deployment
+// secret): the queue's storage never holds a code or an address in clear.
+// Backends: SQS (internal/delivery) and the in-process queue of the local
+// server ([Local]).
+package queue
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard"
+)
+
+// Host is what the senders of a process are built on: the store the
+// pacers share, the Redis of the queue's ledger, the deployment secret,
+// and the settling of a send's receipt.
+type Host struct {
+	Store  guard.Store
+	Redis  redis.UniversalClient
+	Secret []byte
+	// Void settles a send's receipt as a void attempt: its units go back.
+	Void func(ctx context.Context, receipt string) error
+	Log  *slog.Logger
+}
+
+// Job is one queued message, as sealed into the queue.
+type Job struct {
+	ID      string        `json:"i"`
+	Key     string        `json:"k"` // the destination and purpose, hashed: the newest message per key wins
+	Message guard.Message `json:"m"`
+	// Expires is when the code ends, in Unix ms by Redis's clock.
+	Expires int64 `json:"e"`
+}
+
+// Backend holds the sealed jobs until a consumer delivers them.
+type Backend interface {
+	Push(ctx context.Context, body string) error
+	// Depth is how many messages wait or are being delivered (SQS's
+	// figure is approximate and may be a second old).
+	Depth(ctx context.Context) (int64, error)
+}
+
+// Options bound and describe a Queue.
+type Options struct {
+	// MaxDepth: above this many messages waiting, a send is refused with
+	// a Retry-After. Default: 6000 (20 SMS a second for 5 minutes).
+	MaxDepth int64
+	// Rate is the messages a second the providers take, per channel: the
+	// ETA a queued send is told. Default 20.
+	Rate map[guard.Channel]int64
+	// TTL is a message's lifetime when it carries none (a Cognito code):
+	// default 15 minutes.
+	TTL time.Duration
+}
+
+// Full is the refusal of a send while the queue is over its depth cap.
+type Full struct{ After time.Duration }
+
+func (f *Full) Error() string {
+	return fmt.Sprintf("the delivery queue is full; retry in %s", f.After)
+}
+
+// Unwrap makes a full queue an unavailable delivery.
+func (f *Full) Unwrap() error { return guard.ErrDeliveryUnavailable }
+
+// RetryIn is how long the caller should wait.
+func (f *Full) RetryIn() time.Duration { return f.After }
+
+// Queue is the sender of DeliveryMode queue: Send queues the message.
+type Queue struct {
+	backend Backend
+	ledger  *Ledger
+	seal    cipher.AEAD
+	keyMAC  []byte
+	opts    Options
+}
+
+// New returns the queue of h on b.
+func New(h Host, b Backend, o Options) (*Queue, error) {
+	if h.Redis == nil || len(h.Secret) == 0 || b == nil {
+		return nil, errors.New("queue: a Redis client, the secret and a backend are required")
+	}
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = 6000
+	}
+	if o.TTL <= 0 {
+		o.TTL = 15 * time.Minute
+	}
+	aead, err := sealer(h.Secret)
+	if err != nil {
+		return nil, err
+	}
+	return &Queue{backend: b, ledger: NewLedger(h.Redis), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o}, nil
+}
+
+// Send queues m (implements api.Sender). Errors wrap
+// guard.ErrDeliveryUnavailable; a full queue's is a *Full.
+func (q *Queue) Send(ctx context.Context, m guard.Message) error {
+	if depth, err := q.backend.Depth(ctx); err == nil && depth >= q.opts.MaxDepth {
+		return &Full{After: q.wait(depth-q.opts.MaxDepth+1, m.Channel)}
+	}
+	ttl := m.TTL
+	if ttl <= 0 {
+		ttl = q.opts.TTL
+	}
+	job := Job{ID: newID(), Key: q.key(m), Message: m}
+	now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl)
+	if err != nil {
+		return fmt.Errorf("%w: queue: %w", guard.ErrDeliveryUnavailable, err)
+	}
+	job.Expires = now.Add(ttl).UnixMilli()
+	body, err := q.sealJob(job)
+	if err != nil {
+		return err
+	}
+	if err := q.backend.Push(ctx, body); err != nil {
+		return fmt.Errorf("%w: queue: %w", guard.ErrDeliveryUnavailable, err)
+	}
+	return nil
+}
+
+// Backlog is the estimated wait of the message of channel ch just queued
+// behind the others (implements api.Queuer): 0 when none is ahead, or the
+// depth is unknown.
+func (q *Queue) Backlog(ctx context.Context, ch guard.Channel) time.Duration {
+	depth, err := q.backend.Depth(ctx)
+	if err != nil || depth <= 1 {
+		return 0
+	}
+	return q.wait(depth-1, ch)
+}
+
+// wait is how long n messages take at ch's rate, in whole seconds.
+func (q *Queue) wait(n int64, ch guard.Channel) time.Duration {
+	rate := q.opts.Rate[ch]
+	if rate <= 0 {
+		rate = 20
+	}
+	return time.Duration(math.Ceil(float64(n)/float64(rate))) * time.Second
+}
+
+// key names m's destination and purpose without revealing them.
+func (q *Queue) key(m guard.Message) string {
+	mac := hmac.New(sha256.New, q.keyMAC)
+	mac.Write([]byte(string(m.Channel) + "\x00" + m.To + "\x00" + m.Purpose))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
+}
+
+func (q *Queue) sealJob(j Job) (string, error) {
+	plain, err := json.Marshal(j)
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, q.seal.NonceSize())
+	_, _ = rand.Read(nonce)
+	return base64.StdEncoding.EncodeToString(q.seal.Seal(nonce, nonce, plain, []byte("otpguard job"))), nil
+}
+
+// sealer is the jobs' AES-256-GCM, keyed from the secret.
+func sealer(secret []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(guard.DeriveKey(secret, SealLabel))
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// Open is a job's body opened with the secret's key.
+func Open(aead cipher.AEAD, body string) (Job, error) {
+	var j Job
+	raw, err := base64.StdEncoding.DecodeString(body)
+	if err != nil || len(raw) < aead.NonceSize() {
+		return j, errors.New("queue: a malformed job")
+	}
+	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], []byte("otpguard job"))
+	if err != nil {
+		return j, errors.New("queue: a job that does not open with this deployment's key")
+	}
+	if err := json.Unmarshal(plain, &j); err != nil || j.ID == "" || j.Key == "" {
+		return j, errors.New("queue: a malformed job")
+	}
+	return j, nil
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,356 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+)
+
+var (
+	single  *redistest.Server
+	cluster *redistest.Cluster
+	double  *redistest.Serverless
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if single, err = redistest.Start(); err == nil {
+		if cluster, err = redistest.StartCluster(3); err == nil {
+			var access string
+			if access, err = redistest.TemplateAccessString("../../../template.yaml"); err == nil {
+				double, err = redistest.StartServerless(redistest.ServerlessOptions{AccessString: access})
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	// the ledger ran on the double as the stack's cache user: nothing it
+	// sent was refused
+	if d, err := double.Denials(context.Background()); err != nil || len(d) > 0 {
+		fmt.Fprintf(os.Stderr, "the stack's cache user was refused on the Serverless double: %v %v\n", d, err)
+		code = 1
+	}
+	single.Close()
+	cluster.Close()
+	double.Close()
+	os.Exit(code)
+}
+
+// each runs fn on a redis-server, a cluster and the Serverless double.
+func each(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Run("single", func(t *testing.T) { fn(t, single.Client()) })
+	t.Run("cluster", func(t *testing.T) { fn(t, cluster.Client()) })
+	t.Run("serverless", func(t *testing.T) {
+		rdb, err := redisstore.NewClient(double.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		fn(t, rdb)
+	})
+}
+
+// box is a Backend that keeps what is pushed.
+type box struct {
+	mu     sync.Mutex
+	bodies []string
+	depth  int64
+}
+
+func (b *box) Push(_ context.Context, body string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bodies = append(b.bodies, body)
+	return nil
+}
+
+func (b *box) Depth(context.Context) (int64, error) { return b.depth, nil }
+
+// provider records what it sends and answers err.
+type provider struct {
+	mu   sync.Mutex
+	sent []guard.Message
+	err  error
+}
+
+func (p *provider) Send(_ context.Context, m guard.Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	p.sent = append(p.sent, m)
+	return nil
+}
+
+func (p *provider) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sent)
+}
+
+type rig struct {
+	q      *queue.Queue
+	box    *box
+	d      *queue.Deliverer
+	sender *provider
+	voided []string
+}
+
+var secret = []byte("0123456789abcdef0123456789abcdef")
+
+func newRig(t *testing.T, rdb redis.UniversalClient, o queue.Options) *rig {
+	t.Helper()
+	r := &rig{box: &box{}, sender: &provider{}}
+	var mu sync.Mutex
+	void := func(_ context.Context, receipt string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		r.voided = append(r.voided, receipt)
+		return nil
+	}
+	var err error
+	if r.q, err = queue.New(queue.Host{Redis: rdb, Secret: secret, Void: void}, r.box, o); err != nil {
+		t.Fatal(err)
+	}
+	if r.d, err = queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey(secret, queue.SealLabel),
+		Sender: func() api.Sender { return r.sender }, Void: void}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func message(to, code string) guard.Message {
+	return guard.Message{Channel: guard.SMS, To: to, Purpose: "login", Code: code, Text: "Your code is " + code,
+		TTL: time.Minute, Receipt: "sms-per-prefix,AAAAAAAAAAAAAAAAAAAAAA,1893456000000000,1"}
+}
+
+func (r *rig) send(t *testing.T, m guard.Message) string {
+	t.Helper()
+	if err := r.q.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	return r.box.bodies[len(r.box.bodies)-1]
+}
+
+func TestOnlyTheNewestMessageOfADestinationIsDelivered(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		to := "+4479460" + fmt.Sprint(time.Now().UnixNano()%100000)
+		older := r.send(t, message(to, "111111"))
+		newer := r.send(t, message(to, "222222"))
+		other := r.send(t, message(to+"9", "333333"))
+		ctx := context.Background()
+		// the newer one first, then the older one's turn comes: it is never
+		// delivered after the newer
+		if out, _ := r.d.Deliver(ctx, newer, 1); out != queue.Delivered {
+			t.Fatalf("newest: %s", out)
+		}
+		if out, _ := r.d.Deliver(ctx, older, 1); out != queue.Superseded {
+			t.Fatalf("older after the newest: %s, want superseded", out)
+		}
+		if out, _ := r.d.Deliver(ctx, other, 1); out != queue.Delivered {
+			t.Fatalf("another destination: %s", out)
+		}
+		if len(r.sender.sent) != 2 || r.sender.sent[0].Code != "222222" || r.sender.sent[1].Code != "333333" {
+			t.Fatalf("sent %+v", r.sender.sent)
+		}
+		// in queue order: the older one comes first and is dropped too
+		r2 := newRig(t, rdb, queue.Options{})
+		a, b := r2.send(t, message(to, "444444")), r2.send(t, message(to, "555555"))
+		if out, _ := r2.d.Deliver(ctx, a, 1); out != queue.Superseded {
+			t.Fatalf("older first: %s", out)
+		}
+		if out, _ := r2.d.Deliver(ctx, b, 1); out != queue.Delivered || r2.sender.sent[0].Code != "555555" {
+			t.Fatalf("newest second: %s %+v", out, r2.sender.sent)
+		}
+	})
+}
+
+func TestARedeliveredMessageSendsOnce(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		body := r.send(t, message("+447946000001", "123456"))
+		ctx := context.Background()
+		if out, _ := r.d.Deliver(ctx, body, 1); out != queue.Delivered {
+			t.Fatal(out)
+		}
+		if out, _ := r.d.Deliver(ctx, body, 2); out != queue.Duplicate {
+			t.Fatalf("redelivered: %s", out)
+		}
+		// two consumers at once: one sends, the other finds it busy or sent
+		body = r.send(t, message("+447946000002", "654321"))
+		var wg sync.WaitGroup
+		var outs [8]queue.Outcome
+		for i := range outs {
+			wg.Go(func() { outs[i], _ = r.d.Deliver(ctx, body, 1) })
+		}
+		wg.Wait()
+		if r.sender.count() != 2 {
+			t.Fatalf("sent %d times in all, want 2: %v", r.sender.count(), outs)
+		}
+	})
+}
+
+func TestAMessageWhoseCodeExpiredIsNotDelivered(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		m := message("+447946000003", "123456")
+		m.TTL = 30 * time.Millisecond
+		body := r.send(t, m)
+		time.Sleep(60 * time.Millisecond)
+		if out, _ := r.d.Deliver(context.Background(), body, 1); out != queue.Expired {
+			t.Fatalf("%s, want expired", out)
+		}
+		if out, _ := r.d.Deliver(context.Background(), body, 2); out != queue.Duplicate && out != queue.Expired {
+			t.Fatalf("again: %s", out)
+		}
+		if r.sender.count() != 0 {
+			t.Fatal("an expired code was delivered")
+		}
+	})
+}
+
+func TestAFailingProviderRetriesThenGivesTheUnitsBack(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		r.sender.err = fmt.Errorf("%w: sns Throttling", guard.ErrDeliveryUnavailable)
+		m := message("+447946000004", "123456")
+		body := r.send(t, m)
+		ctx := context.Background()
+		for receive := 1; receive < 5; receive++ {
+			out, wait := r.d.Deliver(ctx, body, receive)
+			if out != queue.Retry || wait != queue.Backoff(receive) {
+				t.Fatalf("receive %d: %s after %s, want retry after %s", receive, out, wait, queue.Backoff(receive))
+			}
+			if len(r.voided) != 0 {
+				t.Fatal("units given back before the last receive")
+			}
+		}
+		if out, _ := r.d.Deliver(ctx, body, 5); out != queue.Dead {
+			t.Fatalf("last receive: %s, want dead", out)
+		}
+		if len(r.voided) != 1 || r.voided[0] != m.Receipt {
+			t.Fatalf("voided %q, want the send's receipt", r.voided)
+		}
+		// the provider is back before the message is dead: it goes out
+		r.sender.err = nil
+		body = r.send(t, message("+447946000005", "123456"))
+		r.sender.err = fmt.Errorf("%w: timed out", guard.ErrDeliveryUnavailable)
+		if out, _ := r.d.Deliver(ctx, body, 1); out != queue.Retry {
+			t.Fatal(out)
+		}
+		r.sender.err = nil
+		if out, _ := r.d.Deliver(ctx, body, 2); out != queue.Delivered {
+			t.Fatalf("after the provider recovered: %s (its claim was not released?)", out)
+		}
+	})
+}
+
+func TestARefusedDestinationIsDroppedAndStaysCounted(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		r.sender.err = fmt.Errorf("%w: opted out", guard.ErrUndeliverable)
+		body := r.send(t, message("+447946000006", "123456"))
+		if out, _ := r.d.Deliver(context.Background(), body, 1); out != queue.Undeliverable {
+			t.Fatal(out)
+		}
+		if out, _ := r.d.Deliver(context.Background(), body, 2); out != queue.Duplicate {
+			t.Fatalf("again: %s", out)
+		}
+		if len(r.voided) != 0 {
+			t.Fatal("a refused destination's send was given back: trying refused numbers would cost nothing")
+		}
+	})
+}
+
+func TestAFullQueueRefusesWithAWait(t *testing.T) {
+	r := newRig(t, single.Client(), queue.Options{MaxDepth: 100, Rate: map[guard.Channel]int64{guard.SMS: 20}})
+	r.box.depth = 99
+	if err := r.q.Send(context.Background(), message("+447946000007", "123456")); err != nil {
+		t.Fatal(err)
+	}
+	if eta := r.q.Backlog(context.Background(), guard.SMS); eta != 5*time.Second {
+		t.Fatalf("98 ahead at 20/s: eta %s, want 5s", eta)
+	}
+	r.box.depth = 140
+	err := r.q.Send(context.Background(), message("+447946000008", "123456"))
+	var full *queue.Full
+	if !errors.As(err, &full) || !errors.Is(err, guard.ErrDeliveryUnavailable) || full.RetryIn() != 3*time.Second {
+		t.Fatalf("%v, want a full queue: retry in 3s (41 over at 20/s)", err)
+	}
+	if len(r.box.bodies) != 1 {
+		t.Fatal("a refused send was queued")
+	}
+}
+
+func TestTheQueueHoldsNoCodeOrAddressInClear(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		const to, code = "+447946012345", "987654"
+		body := r.send(t, message(to, code))
+		for _, clear := range []string{to, "7946012345", code} {
+			if strings.Contains(body, clear) {
+				t.Fatalf("the queued body holds %q", clear)
+			}
+		}
+		if out, _ := r.d.Deliver(context.Background(), body, 1); out != queue.Delivered {
+			t.Fatal(out)
+		}
+		// a body sealed with another deployment's key opens to nothing
+		other, _ := queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey([]byte("another deployment's secret"), queue.SealLabel),
+			Sender: func() api.Sender { return r.sender }, Void: func(context.Context, string) error { return nil }})
+		if out, _ := other.Deliver(context.Background(), body, 1); out != queue.Malformed {
+			t.Fatalf("another key: %s", out)
+		}
+		if out, _ := r.d.Deliver(context.Background(), body[:len(body)-4]+"AAA=", 1); out != queue.Malformed {
+			t.Fatalf("a tampered body: %s", out)
+		}
+	})
+}
+
+func TestTheLocalQueueDeliversInTheBackground(t *testing.T) {
+	sender := &provider{}
+	var voided atomic.Int32
+	q, local, err := queue.InProcess(queue.Host{Redis: single.Client(), Secret: secret,
+		Void: func(context.Context, string) error { voided.Add(1); return nil }}, sender, 4, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	for i := range 50 {
+		if err := q.Send(context.Background(), message(fmt.Sprintf("+4479461%05d", i), "123456")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); sender.count() < 50; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 50 delivered after 30s", sender.count())
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if d, _ := local.Depth(context.Background()); d == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the depth does not come back to 0")
+		}
+	}
+}
