@@ -26,9 +26,9 @@ type Message struct {
 	// TTL is the code's lifetime: a queued message not delivered within
 	// it is dropped. Zero: the queue's default.
 	TTL time.Duration
-	// Receipt is the send's receipt (Guard.Receipt), or empty: a queued
-	// message given up on settles it void, so a provider outage spends
-	// nobody's budget.
+	// Receipt is the send's void receipt (Guard.VoidReceipt), or empty: a
+	// queued message given up on settles it void, so a provider outage
+	// spends nobody's budget.
 	Receipt string
 }
 

@@ -20,7 +20,7 @@ import (
 // time of the take, its units, the set member it took (or "") and what a
 // success does with it: "f" a failure to give back, "k" a take to commit
 // (what a challenge held back, or a count: successes value), "h" a held
-// count to clear: keyed hashes and numbers, no identifier. Entries are separated by spaces, fields by
+// count to clear, "v" a unit a void settlement gives back (VoidReceipt): keyed hashes and numbers, no identifier. Entries are separated by spaces, fields by
 // commas; an entry of four fields is an "f" without a member (as receipts
 // were written before).
 
@@ -31,16 +31,22 @@ const maxReceipt = 16
 // nothing a later outcome settles (denied, no rule counts failures or
 // successes and none challenged, or the store failed and the backstop
 // decided).
-func (g *Guard) Receipt(d Decision) string { return g.receipt(d, false) }
+func (g *Guard) Receipt(d Decision) string { return g.receipt(d, false, false) }
 
 // HeldReceipt is the receipt of an attempt settled as Held (a right
 // password waiting for a step-up code given in another request): what
 // its proof settles with [Guard.SettleReceipt] (Success commits and gives
 // back what waited for it), without the failures Held gives back at once.
-func (g *Guard) HeldReceipt(d Decision) string { return g.receipt(d, true) }
+func (g *Guard) HeldReceipt(d Decision) string { return g.receipt(d, true, false) }
 
-// receipt is Receipt, or (held) HeldReceipt.
-func (g *Guard) receipt(d Decision, held bool) string {
+// VoidReceipt is what undoing d later needs: every unit it took, each
+// an entry "v" that only a Void settlement reads (Cancel), for a send
+// whose message is given up on after its request ended (the delivery
+// queue's dead letters). "" when d took nothing.
+func (g *Guard) VoidReceipt(d Decision) string { return g.receipt(d, false, true) }
+
+// receipt is Receipt, or (held) HeldReceipt, or (void) VoidReceipt.
+func (g *Guard) receipt(d Decision, held, void bool) string {
 	if !d.Allowed || d.StoreError != nil {
 		return ""
 	}
@@ -53,6 +59,9 @@ func (g *Guard) receipt(d Decision, held bool) string {
 		}
 		kind := ""
 		switch {
+		case void && res.taken > 0 && !res.Challenged:
+			kind = "v"
+		case void:
 		case r.Count == CountFailures && held && !r.owned:
 		case r.Count == CountFailures && res.taken > 0:
 			kind = "f"
@@ -110,7 +119,7 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		if len(f) == 4 {
 			f = append(f, "", "f")
 		}
-		if len(f) != 6 || (f[5] != "f" && f[5] != "k" && f[5] != "h") || len(f[4]) > 64 {
+		if len(f) != 6 || (f[5] != "f" && f[5] != "k" && f[5] != "h" && f[5] != "v") || len(f[4]) > 64 {
 			return fmt.Errorf("%w: malformed receipt", ErrInvalidInput)
 		}
 		at, err1 := strconv.ParseInt(f[2], 10, 64)
@@ -124,6 +133,10 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		}
 		k := kind
 		switch {
+		case f[5] == "v" && outcome == Void:
+			k = Cancel // a unit of the attempt: it never happened
+		case f[5] == "v":
+			continue
 		case f[5] == "h" && r.Count != CountHeld:
 			continue
 		case f[5] == "h" && outcome == Success:

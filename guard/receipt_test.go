@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
@@ -95,5 +96,74 @@ func TestAReceiptSettlesEveryRuleItTook(t *testing.T) {
 	}
 	if err := g.SettleReceipt(ctx, receipt, guard.Failure); err == nil {
 		t.Error("a receipt settled as a failure")
+	}
+}
+
+// TestAVoidReceiptGivesBackEveryUnitOnce: a send's void receipt, settled
+// void by the delivery queue after the request ended, gives back what
+// every rule took (attempts, failures, a sliding window, a token bucket,
+// a distinct member); a success or a second void gives nothing more.
+func TestAVoidReceiptGivesBackEveryUnitOnce(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte(`rules:
+  - {name: per-destination, action: otp.send, key: [destination], limit: 2, window: 1h}
+  - {name: sliding, action: otp.send, key: [destination], algorithm: sliding_window, limit: 3, window: 1h}
+  - {name: bucket, action: otp.send, key: [global], algorithm: token_bucket, limit: 4, window: 1h}
+  - {name: numbers-per-ip, action: otp.send, key: [ip], algorithm: distinct, of: destination, limit: 5, window: 1h}
+  - {name: unverified, action: otp.send, key: [destination], count: failures, limit: 6, window: 1h}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Backstop: memstore.New(time.Now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dest, err := guard.ParseDestination(guard.Email, "ann@example.com", guard.PhonePolicy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := guard.Subject{Destination: dest, IP: netip.MustParseAddr("198.51.100.7")}
+	left := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, dim := range []string{"destination", "global", "ip"} {
+			st, err := g.Status(ctx, dim, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range st {
+				out[x.Rule] = x.Remaining
+			}
+		}
+		return out
+	}
+	fresh := left()
+	d, err := g.Allow(ctx, guard.Request{Action: "otp.send", Subject: s})
+	if err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	taken := left()
+	for rule, n := range fresh {
+		if taken[rule] != n-1 {
+			t.Fatalf("%s: %d left after the send, want %d (the check could not fail)", rule, taken[rule], n-1)
+		}
+	}
+	receipt := g.VoidReceipt(d)
+	if strings.Contains(receipt, "ann") || strings.Contains(receipt, "198.51") {
+		t.Errorf("the receipt holds a clear identifier: %q", receipt)
+	}
+	if err := g.SettleReceipt(ctx, receipt, guard.Success); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(); !maps.Equal(got, taken) {
+		t.Fatalf("a success settled the void receipt: %v", got)
+	}
+	for range 2 {
+		if err := g.SettleReceipt(ctx, receipt, guard.Void); err != nil {
+			t.Fatal(err)
+		}
+		if got := left(); !maps.Equal(got, fresh) {
+			t.Fatalf("after the void: %v, want %v", got, fresh)
+		}
 	}
 }

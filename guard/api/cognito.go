@@ -153,7 +153,9 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 		receipt = s.Guard.Receipt(d)
 	}
 	msg, err := s.cognitoMessage(dest, purpose, m)
-	msg.Receipt = receipt
+	if purpose != "" {
+		msg.Receipt = s.Guard.VoidReceipt(rec.decision)
+	}
 	if err == nil {
 		err = s.Sender.Send(ctx, msg)
 	}

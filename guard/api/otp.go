@@ -101,7 +101,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("internal_error", "the message could not be rendered"))
 		return
 	}
-	msg.Receipt = receipt
+	msg.Receipt = s.Guard.VoidReceipt(rec.decision) // a queued message given up on gives the send back
 	if err := s.Sender.Send(ctx, msg); err != nil {
 		s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
 		if errors.Is(err, guard.ErrUndeliverable) {

@@ -31,7 +31,7 @@ const (
 	Duplicate     Outcome = "duplicate"     // a redelivery of a message already sent
 	Malformed     Outcome = "malformed"     // does not open with this deployment's key
 	Retry         Outcome = "retry"         // not sent yet: again after the wait returned
-	Dead          Outcome = "dead"          // failed on its last receive: the send's units went back
+	Dead          Outcome = "dead"          // failed on its last receive (the send's units went back, once): for the dead-letter queue
 )
 
 // Deliverer sends queued messages through the direct sender (paced to
@@ -114,6 +114,8 @@ func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outc
 		return Expired, 0
 	case ClaimSuperseded:
 		return Superseded, 0
+	case ClaimDead:
+		return Dead, 0
 	case ClaimBusy:
 		return Retry, d.lease
 	}
@@ -141,7 +143,13 @@ func (d *Deliverer) failed(ctx context.Context, job Job, receive int) (Outcome, 
 	if receive < d.maxReceives {
 		return Retry, Backoff(receive)
 	}
-	if err := d.void(context.WithoutCancel(ctx), job.Message.Receipt); err != nil {
+	ctx = context.WithoutCancel(ctx)
+	if err := d.ledger.Kill(ctx, job.Key, job.ID); err != nil {
+		// unmarked, a later receive could give the units back twice
+		d.log.ErrorContext(ctx, "a dead message was not marked; its send is not given back", "err", err)
+		return Dead, 0
+	}
+	if err := d.void(ctx, job.Message.Receipt); err != nil {
 		d.log.ErrorContext(ctx, "a dead message's send was not given back", "err", err)
 	}
 	return Dead, 0

@@ -32,9 +32,10 @@ const (
 	ClaimBusy                    // another consumer is sending it now
 	ClaimSuperseded              // a newer message for its destination was queued
 	ClaimExpired                 // its code ended
+	ClaimDead                    // given up on (its units given back once): for the dead-letter queue
 )
 
-var claimNames = [...]string{"claimed", "duplicate", "busy", "superseded", "expired"}
+var claimNames = [...]string{"claimed", "duplicate", "busy", "superseded", "expired", "dead"}
 
 func (c Claim) String() string { return claimNames[c] }
 
@@ -62,6 +63,7 @@ func (l *Ledger) Enqueue(ctx context.Context, key, id string, ttl time.Duration)
 const claimSource = `
 local m = redis.call('GET', KEYS[2])
 if m == 'done' then return 'duplicate' end
+if m == 'dead' then return 'dead' end
 if m then return 'busy' end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'superseded' end
 redis.call('SET', KEYS[2], 's' .. ARGV[2], 'PX', ARGV[3])
@@ -93,6 +95,8 @@ func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease
 	switch {
 	case answer == "duplicate":
 		return ClaimDuplicate, "", nil
+	case answer == "dead":
+		return ClaimDead, "", nil
 	case now.Val().UnixMilli() >= expires:
 		if answer == "claimed" {
 			// never to be sent: a redelivery is a duplicate
@@ -114,6 +118,13 @@ func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease
 // Done marks message id sent (or never to be sent).
 func (l *Ledger) Done(ctx context.Context, key, id string) error {
 	return l.rdb.Set(ctx, markKey(key, id), "done", kept).Err()
+}
+
+// Kill marks message id given up on: every later receive of it is
+// ClaimDead, so its units are given back once however often SQS hands it
+// over before moving it to the dead-letter queue.
+func (l *Ledger) Kill(ctx context.Context, key, id string) error {
+	return l.rdb.Set(ctx, markKey(key, id), "dead", kept).Err()
 }
 
 // Release gives a failed send's claim back, so a redelivery may try.

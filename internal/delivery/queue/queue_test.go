@@ -250,6 +250,16 @@ func TestAFailingProviderRetriesThenGivesTheUnitsBack(t *testing.T) {
 		if len(r.voided) != 1 || r.voided[0] != m.Receipt {
 			t.Fatalf("voided %q, want the send's receipt", r.voided)
 		}
+		// SQS hands it over again before moving it: dead, and given back
+		// once only
+		for receive := 5; receive < 8; receive++ {
+			if out, _ := r.d.Deliver(ctx, body, receive); out != queue.Dead {
+				t.Fatalf("receive %d after dying: %s", receive, out)
+			}
+		}
+		if len(r.voided) != 1 {
+			t.Fatalf("given back %d times", len(r.voided))
+		}
 		// the provider is back before the message is dead: it goes out
 		r.sender.err = nil
 		body = r.send(t, message("+447946000005", "123456"))
