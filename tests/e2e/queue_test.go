@@ -213,7 +213,7 @@ type queueStack struct {
 	logs             *testutil.Buffer
 }
 
-func newQueueStack(t *testing.T, name, config string, smsPerSecond, maxReceives int) *queueStack {
+func newQueueStack(t *testing.T, name, config string, smsPerSecond, maxReceives int, extraEnv ...map[string]string) *queueStack {
 	t.Helper()
 	s := &queueStack{aws: awsfake.New(), logs: &testutil.Buffer{}}
 	t.Cleanup(s.aws.Close)
@@ -229,6 +229,11 @@ func newQueueStack(t *testing.T, name, config string, smsPerSecond, maxReceives 
 		"GUARD_HASH_SECRET_ID": "otpguard/hash", "GUARD_SIGNING_SECRET_ID": "otpguard/signing", "SES_FROM": "no-reply@otpguard.example",
 		"SMS_PER_SECOND": fmt.Sprint(smsPerSecond), "DELIVERY_MODE": "queue", "DELIVERY_QUEUE_URL": s.queueURL,
 		"DELIVERY_MAX_RECEIVES": fmt.Sprint(maxReceives), "DELIVERY_MAX_WAIT": "20s",
+	}
+	for _, extra := range extraEnv {
+		for k, v := range extra {
+			env[k] = v
+		}
 	}
 	getenv := func(k string) string { return env[k] }
 	parts := lambdaapp.Parts{Senders: delivery.Senders, Trigger: delivery.Consumer}
@@ -435,6 +440,34 @@ func TestARedeliveredMessageSendsOnce(t *testing.T) {
 	}
 	if len(s.delivered()) != n {
 		t.Fatalf("%d numbers got a message, want %d", len(s.delivered()), n)
+	}
+}
+
+// TestAFullQueueRefusesWithRetryAfterAndSpendsNothing: past
+// DELIVERY_QUEUE_MAX_DEPTH a send is refused 503 with a Retry-After, and
+// its units go back: the same number is served once the queue drains.
+func TestAFullQueueRefusesWithRetryAfterAndSpendsNothing(t *testing.T) {
+	s := newQueueStack(t, "full", strings.Replace(queueConfig, "limit: 5", "limit: 1", 1), 2, 5,
+		map[string]string{"DELIVERY_QUEUE_MAX_DEPTH": "4"})
+	for i := range 4 {
+		if r := s.sendSMS(t, fmt.Sprintf("+447911126%03d", i), "198.51.100.3"); r.StatusCode != 202 {
+			t.Fatalf("send %d: %d %s", i, r.StatusCode, r.Body)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // the depth is read at most once a second
+	r := s.sendSMS(t, "+447911126009", "198.51.100.3")
+	if r.StatusCode != 503 || r.Headers["Retry-After"] == "" || !strings.Contains(r.Body, "delivery_unavailable") {
+		t.Fatalf("a send past the cap: %d %v %s, want 503 with Retry-After", r.StatusCode, r.Headers, r.Body)
+	}
+	t.Logf("refused: Retry-After %s", r.Headers["Retry-After"])
+	startEventSource(t, s.queueURL, s.deliver, 1, false)
+	if !waitFor(20*time.Second, func() bool { return len(s.aws.SMS()) == 4 }) {
+		t.Fatal("the queue does not drain")
+	}
+	time.Sleep(1100 * time.Millisecond)
+	// its unit went back: a limit of one per number still lets it through
+	if r := s.sendSMS(t, "+447911126009", "198.51.100.3"); r.StatusCode != 202 {
+		t.Fatalf("the refused number after the queue drained: %d %s", r.StatusCode, r.Body)
 	}
 }
 
