@@ -140,6 +140,10 @@ func (q *Queue) Send(ctx context.Context, m guard.Message) error {
 	if ttl <= 0 {
 		ttl = q.opts.TTL
 	}
+	// decided and counted: a caller hanging up now does not leave the
+	// message half queued (its units given back while SQS holds it)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	job := Job{ID: newID(), Key: q.key(m), Message: m}
 	now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl)
 	if err != nil {

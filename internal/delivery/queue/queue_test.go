@@ -364,3 +364,19 @@ func TestTheLocalQueueDeliversInTheBackground(t *testing.T) {
 		}
 	}
 }
+
+// TestACallerHangingUpDoesNotLeaveAMessageHalfQueued: the send was
+// decided and counted; its caller's hang-up does not stop the queueing
+// (which would answer an error, give the units back, and leave the
+// message in the queue).
+func TestACallerHangingUpDoesNotLeaveAMessageHalfQueued(t *testing.T) {
+	r := newRig(t, single.Client(), queue.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.q.Send(ctx, message("+447946000009", "123456")); err != nil {
+		t.Fatalf("a hung-up caller's send: %v", err)
+	}
+	if out, _ := r.d.Deliver(context.Background(), r.box.bodies[0], 1); out != queue.Delivered {
+		t.Fatal(out)
+	}
+}
