@@ -46,7 +46,7 @@ func TestTheREADMESessionRunsAsWritten(t *testing.T) {
 	if len(steps) < 5 || !strings.Contains(steps[0].cmd, "make run") {
 		t.Fatalf("the session does not start with make run: %q", steps)
 	}
-	var extra []string
+	extra := []string{"DELIVERY_MODE=queue"} // make run's default: the harness's is direct
 	for _, f := range strings.Fields(steps[0].cmd) {
 		if name, _, ok := strings.Cut(f, "="); ok && name != "OUTBOX_PATH" {
 			extra = append(extra, f)
