@@ -3,204 +3,23 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"encoding/xml"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	goaws "github.com/Admiral-Piett/goaws/app"
-	"github.com/Admiral-Piett/goaws/app/gosqs"
-	"github.com/Admiral-Piett/goaws/app/router"
 	lambdaevents "github.com/aws/aws-lambda-go/events"
-	"github.com/sirupsen/logrus"
 
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/delivery"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
+	"github.com/otpguard/otpguard/tests/internal/sqsdouble"
 )
-
-// sqsServer is goaws, an SQS-compatible server, in this process: its
-// queues are global, so the queue tests name theirs apart.
-var sqsServer = sync.OnceValue(func() string {
-	logrus.SetOutput(io.Discard)
-	srv := httptest.NewServer(router.New())
-	u, _ := url.Parse(srv.URL)
-	goaws.CurrentEnvironment = goaws.Environment{Host: u.Hostname(), Port: u.Port(), AccountID: "100010001000",
-		QueueAttributeDefaults: goaws.EnvQueueAttributes{VisibilityTimeout: 30, MaximumMessageSize: 262144}}
-	go gosqs.PeriodicTasks(50*time.Millisecond, make(chan struct{}))
-	return srv.URL
-})
-
-// sqsCall is one query-protocol call to goaws.
-func sqsCall(t *testing.T, queueURL string, form url.Values, out any) {
-	t.Helper()
-	form.Set("Version", "2012-11-05")
-	if queueURL != "" {
-		form.Set("QueueUrl", queueURL)
-	}
-	target := sqsServer()
-	if queueURL != "" {
-		target = queueURL
-	}
-	resp, err := http.PostForm(target, form)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Errorf("sqs %s: %d %s", form.Get("Action"), resp.StatusCode, raw)
-		return
-	}
-	if out != nil {
-		if err := xml.Unmarshal(raw, out); err != nil {
-			t.Errorf("sqs %s: %v", form.Get("Action"), err)
-		}
-	}
-}
-
-// deliveryQueue creates a queue and its dead-letter queue as the stack
-// does (maxReceiveCount 5) and returns their URLs.
-func deliveryQueue(t *testing.T, name string, maxReceives int) (queueURL, dlqURL string) {
-	t.Helper()
-	var out struct {
-		URL string `xml:"CreateQueueResult>QueueUrl"`
-	}
-	sqsCall(t, "", url.Values{"Action": {"CreateQueue"}, "QueueName": {name + "-dlq"}}, &out)
-	dlqURL = out.URL
-	sqsCall(t, "", url.Values{"Action": {"CreateQueue"}, "QueueName": {name},
-		"Attribute.1.Name": {"RedrivePolicy"}, "Attribute.1.Value": {`{"maxReceiveCount":"` + fmt.Sprint(maxReceives) + `","deadLetterTargetArn":"arn:aws:sqs:us-east-1:100010001000:` + name + `-dlq"}`},
-		"Attribute.2.Name": {"VisibilityTimeout"}, "Attribute.2.Value": {"30"}}, &out)
-	return out.URL, dlqURL
-}
-
-type sqsMessage struct {
-	MessageID     string `xml:"MessageId"`
-	ReceiptHandle string `xml:"ReceiptHandle"`
-	Body          string `xml:"Body"`
-	Attributes    []struct {
-		Name  string `xml:"Name"`
-		Value string `xml:"Value"`
-	} `xml:"Attribute"`
-}
-
-func receive(t *testing.T, queueURL string, n int, wait time.Duration) []sqsMessage {
-	var out struct {
-		Messages []sqsMessage `xml:"ReceiveMessageResult>Message"`
-	}
-	sqsCall(t, queueURL, url.Values{"Action": {"ReceiveMessage"}, "MaxNumberOfMessages": {fmt.Sprint(n)},
-		"WaitTimeSeconds": {fmt.Sprint(int(wait / time.Second))}, "AttributeName.1": {"All"}}, &out)
-	return out.Messages
-}
-
-// eventSource plays the Lambda event source mapping: pollers receive up
-// to 10 messages, invoke the deliver function with them as an SQS event,
-// and delete each message not reported as a batch item failure.
-// redeliver, when set, sends a batch's event twice (SQS's at least once).
-type eventSource struct {
-	t         *testing.T
-	queueURL  string
-	deliver   func(context.Context, json.RawMessage) (json.RawMessage, error)
-	redeliver bool
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	invoked   atomic.Int64
-	mu        sync.Mutex
-	receives  map[string]int // by message id: goaws 0.4.4 answers ApproximateReceiveCount 1 on every receive
-}
-
-func startEventSource(t *testing.T, queueURL string, deliver func(context.Context, json.RawMessage) (json.RawMessage, error), pollers int, redeliver bool) *eventSource {
-	e := &eventSource{t: t, queueURL: queueURL, deliver: deliver, redeliver: redeliver, stop: make(chan struct{}), receives: map[string]int{}}
-	for range pollers {
-		e.wg.Go(e.poll)
-	}
-	t.Cleanup(e.Close)
-	return e
-}
-
-func (e *eventSource) Close() {
-	select {
-	case <-e.stop:
-	default:
-		close(e.stop)
-	}
-	e.wg.Wait()
-}
-
-func (e *eventSource) poll() {
-	for {
-		select {
-		case <-e.stop:
-			return
-		default:
-		}
-		msgs := receive(e.t, e.queueURL, 10, time.Second)
-		if len(msgs) == 0 {
-			continue
-		}
-		var ev lambdaevents.SQSEvent
-		for _, m := range msgs {
-			attrs := map[string]string{}
-			for _, a := range m.Attributes {
-				attrs[a.Name] = a.Value
-			}
-			e.mu.Lock()
-			e.receives[m.MessageID]++
-			attrs["ApproximateReceiveCount"] = fmt.Sprint(e.receives[m.MessageID])
-			e.mu.Unlock()
-			ev.Records = append(ev.Records, lambdaevents.SQSMessage{MessageId: m.MessageID, ReceiptHandle: m.ReceiptHandle,
-				Body: m.Body, Attributes: attrs, EventSource: "aws:sqs"})
-		}
-		raw, _ := json.Marshal(ev)
-		answer, err := e.deliver(context.Background(), raw)
-		e.invoked.Add(1)
-		if e.redeliver {
-			answer, err = e.deliver(context.Background(), raw)
-		}
-		if err != nil {
-			e.t.Errorf("deliver: %v", err)
-			continue
-		}
-		var res lambdaevents.SQSEventResponse
-		if err := json.Unmarshal(answer, &res); err != nil {
-			e.t.Errorf("deliver answered %s: %v", answer, err)
-			continue
-		}
-		for _, m := range msgs {
-			if !slices.ContainsFunc(res.BatchItemFailures, func(f lambdaevents.SQSBatchItemFailure) bool { return f.ItemIdentifier == m.MessageID }) {
-				sqsCall(e.t, e.queueURL, url.Values{"Action": {"DeleteMessage"}, "ReceiptHandle": {m.ReceiptHandle}}, nil)
-			}
-		}
-	}
-}
-
-func queueDepth(t *testing.T, queueURL string) int {
-	var out struct {
-		Attributes []struct{ Name, Value string } `xml:"GetQueueAttributesResult>Attribute"`
-	}
-	sqsCall(t, queueURL, url.Values{"Action": {"GetQueueAttributes"}, "AttributeName.1": {"All"}}, &out)
-	n := 0
-	for _, a := range out.Attributes {
-		if a.Name == "ApproximateNumberOfMessages" || a.Name == "ApproximateNumberOfMessagesNotVisible" {
-			var v int
-			fmt.Sscan(a.Value, &v)
-			n += v
-		}
-	}
-	return n
-}
 
 // queueStack is the send, verify and deliver functions of a stack in
 // DeliveryMode queue, on the Serverless double as the stack's cache user,
@@ -219,13 +38,13 @@ func newQueueStack(t *testing.T, name, config string, smsPerSecond, maxReceives 
 	t.Cleanup(s.aws.Close)
 	s.aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
 	s.aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
-	s.aws.SetParameter("/otpguard/config", config)
+	s.aws.SetParameter("/"+name+"/otpguard/config", config) // the functions share the config through Redis by its name
 	s.aws.Limit("Publish", smsPerSecond) // the provider takes this many a second, and throttles the rest
-	s.queueURL, s.dlqURL = deliveryQueue(t, name, maxReceives)
+	s.queueURL, s.dlqURL = sqsdouble.Queue(t, name, maxReceives)
 	b := backends()[2]
 	env := map[string]string{
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "secret",
-		"AWS_ENDPOINT_URL": s.aws.URL, "REDIS_URL": b.redisURL, "GUARD_CONFIG_PARAM": "/otpguard/config",
+		"AWS_ENDPOINT_URL": s.aws.URL, "REDIS_URL": b.redisURL, "GUARD_CONFIG_PARAM": "/" + name + "/otpguard/config",
 		"GUARD_HASH_SECRET_ID": "otpguard/hash", "GUARD_SIGNING_SECRET_ID": "otpguard/signing", "SES_FROM": "no-reply@otpguard.example",
 		"SMS_PER_SECOND": fmt.Sprint(smsPerSecond), "DELIVERY_MODE": "queue", "DELIVERY_QUEUE_URL": s.queueURL,
 		"DELIVERY_MAX_RECEIVES": fmt.Sprint(maxReceives), "DELIVERY_MAX_WAIT": "20s",
@@ -286,7 +105,7 @@ func TestABurstAboveTheProvidersRateIsQueuedNotRefused(t *testing.T) {
 	s := newQueueStack(t, "burst", queueConfig, 20, 5)
 	const n, resent = 500, 10
 	start := time.Now()
-	startEventSource(t, s.queueURL, s.deliver, 2, false)
+	sqsdouble.Start(t, s.queueURL, s.deliver, 2, false)
 	latencies := make([]time.Duration, n+resent)
 	var wg sync.WaitGroup
 	work := make(chan int)
@@ -344,7 +163,7 @@ func TestABurstAboveTheProvidersRateIsQueuedNotRefused(t *testing.T) {
 			t.Errorf("%s: the code delivered does not verify: %d %s", to, r.StatusCode, r.Body)
 		}
 	}
-	if d := queueDepth(t, s.queueURL); d != 0 {
+	if d := sqsdouble.Depth(t, s.queueURL); d != 0 {
 		t.Errorf("%d messages left in the queue", d)
 	}
 	if strings.Contains(s.logs.String(), "+447911123") {
@@ -371,8 +190,8 @@ func TestAQueuedCodeThatExpiredIsNotDelivered(t *testing.T) {
 		t.Fatalf("send: %d %s", r.StatusCode, r.Body)
 	}
 	time.Sleep(2500 * time.Millisecond)
-	startEventSource(t, s.queueURL, s.deliver, 1, false)
-	if !waitFor(20*time.Second, func() bool { return queueDepth(t, s.queueURL) == 0 }) {
+	sqsdouble.Start(t, s.queueURL, s.deliver, 1, false)
+	if !waitFor(20*time.Second, func() bool { return sqsdouble.Depth(t, s.queueURL) == 0 }) {
 		t.Fatal("the expired message stays in the queue")
 	}
 	if len(s.aws.SMS()) != 0 {
@@ -399,11 +218,11 @@ func TestAProviderThatFailsDeadLettersTheMessageAndGivesTheUnitsBack(t *testing.
 	if r := s.sendSMS(t, to, "198.51.100.2"); r.StatusCode != 202 {
 		t.Fatalf("send: %d %s", r.StatusCode, r.Body)
 	}
-	startEventSource(t, s.queueURL, s.deliver, 1, false)
-	if !waitFor(30*time.Second, func() bool { return queueDepth(t, s.dlqURL) == 1 }) {
-		t.Fatalf("no message in the dead-letter queue (queue %d); logs:\n%s", queueDepth(t, s.queueURL), tail(s.logs.String(), 3000))
+	sqsdouble.Start(t, s.queueURL, s.deliver, 1, false)
+	if !waitFor(30*time.Second, func() bool { return sqsdouble.Depth(t, s.dlqURL) == 1 }) {
+		t.Fatalf("no message in the dead-letter queue (queue %d); logs:\n%s", sqsdouble.Depth(t, s.queueURL), tail(s.logs.String(), 3000))
 	}
-	if d := queueDepth(t, s.queueURL); d != 0 {
+	if d := sqsdouble.Depth(t, s.queueURL); d != 0 {
 		t.Fatalf("%d left in the queue", d)
 	}
 	s.aws.Fail(to, "")
@@ -428,8 +247,8 @@ func TestARedeliveredMessageSendsOnce(t *testing.T) {
 			t.Fatalf("send: %d %s", r.StatusCode, r.Body)
 		}
 	}
-	e := startEventSource(t, s.queueURL, s.deliver, 2, true)
-	if !waitFor(30*time.Second, func() bool { return queueDepth(t, s.queueURL) == 0 }) {
+	e := sqsdouble.Start(t, s.queueURL, s.deliver, 2, true)
+	if !waitFor(30*time.Second, func() bool { return sqsdouble.Depth(t, s.queueURL) == 0 }) {
 		t.Fatal("the queue does not drain")
 	}
 	e.Close()
@@ -460,7 +279,7 @@ func TestAFullQueueRefusesWithRetryAfterAndSpendsNothing(t *testing.T) {
 		t.Fatalf("a send past the cap: %d %v %s, want 503 with Retry-After", r.StatusCode, r.Headers, r.Body)
 	}
 	t.Logf("refused: Retry-After %s", r.Headers["Retry-After"])
-	startEventSource(t, s.queueURL, s.deliver, 1, false)
+	sqsdouble.Start(t, s.queueURL, s.deliver, 1, false)
 	if !waitFor(20*time.Second, func() bool { return len(s.aws.SMS()) == 4 }) {
 		t.Fatal("the queue does not drain")
 	}
