@@ -39,7 +39,7 @@ func newQueueStack(t *testing.T, name, config string, smsPerSecond, maxReceives 
 	s.aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
 	s.aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
 	s.aws.SetParameter("/"+name+"/otpguard/config", config) // the functions share the config through Redis by its name
-	s.aws.Limit("Publish", smsPerSecond) // the provider takes this many a second, and throttles the rest
+	s.aws.Limit("Publish", smsPerSecond)                    // the provider takes this many a second, and throttles the rest
 	s.queueURL, s.dlqURL = sqsdouble.Queue(t, name, maxReceives)
 	b := backends()[2]
 	env := map[string]string{
