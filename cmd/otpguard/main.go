@@ -12,6 +12,8 @@
 //	DELIVERY_MODE      queue (default: messages wait in an in-process
 //	                   queue and go out in the background) or direct (in
 //	                   the request)
+//	DELIVERY_QUEUE_MAX_DEPTH  messages waiting above which a send is
+//	                   refused 503 with Retry-After (default 6000)
 //	GUARD_SECRET       key-hashing secret (at least 16 bytes); required
 //	                   with REDIS_URL, else random per start
 //	GUARD_SIGNING_KEY  Ed25519 token key (PKCS #8 PEM or base64 seed);
@@ -117,13 +119,19 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		defer f.Close()
 		box = f
 	}
+	var maxDepth int64 // 0: the queue's default
+	if v := getenv("DELIVERY_QUEUE_MAX_DEPTH"); v != "" {
+		if _, err := fmt.Sscan(v, &maxDepth); err != nil || maxDepth < 1 {
+			return fmt.Errorf("DELIVERY_QUEUE_MAX_DEPTH: want a whole number ≥ 1, got %q", v)
+		}
+	}
 	var senders func(queue.Host) (api.Sender, error)
 	switch mode := getenv("DELIVERY_MODE"); mode {
 	case "direct":
 		senders = func(queue.Host) (api.Sender, error) { return outbox.New(box, nil), nil }
 	case "", "queue":
 		senders = func(h queue.Host) (api.Sender, error) {
-			q, local, err := queue.InProcess(h, outbox.New(box, nil), 8, queue.Options{})
+			q, local, err := queue.InProcess(h, outbox.New(box, nil), 8, queue.Options{MaxDepth: maxDepth})
 			if err != nil {
 				return nil, err
 			}
