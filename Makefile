@@ -6,9 +6,10 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # The Lambda functions: template.yaml logical id -> folder under functions/.
-FUNCTIONS   := SendFunction VerifyFunction JwksFunction HealthFunction LoginFunction SignupFunction BackendFunction \
+FUNCTIONS   := SendFunction VerifyFunction JwksFunction HealthFunction LoginFunction SignupFunction BackendFunction DeliverFunction \
                CognitoSendFunction CognitoAuthFunction
 dir_SendFunction    := send
+dir_DeliverFunction := deliver
 dir_VerifyFunction  := verify
 dir_JwksFunction    := jwks
 dir_HealthFunction  := health

@@ -306,6 +306,16 @@ func (s *stack) getAtt(arg any) string {
 	if r, ok := s.tmpl["Resources"].(map[string]any)[res].(map[string]any); ok && r["Type"] == "AWS::KMS::Key" && attr == "Arn" {
 		return "arn:aws:kms:" + region + ":" + account + ":key/00000000-0000-4000-8000-" + fmt.Sprintf("%012x", len(res))
 	}
+	if r, ok := s.tmpl["Resources"].(map[string]any)[res].(map[string]any); ok && r["Type"] == "AWS::SQS::Queue" {
+		// CloudFormation names a queue <stack>-<logical id>-<suffix>
+		name := "shop-" + res + "-AbCdEf123456"
+		switch attr {
+		case "Arn":
+			return "arn:aws:sqs:" + region + ":" + account + ":" + name
+		case "QueueName":
+			return name
+		}
+	}
 	return "getatt-" + scalar(arg)
 }
 

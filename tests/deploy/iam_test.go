@@ -19,6 +19,7 @@ var arnFormats = map[string]*regexp.Regexp{
 	"kms":         regexp.MustCompile(`^arn:aws:kms:[a-z0-9-]+:\d{12}:key/([A-Za-z0-9-]+|\*)$`), // key/* only with an alias condition
 	"ses":         regexp.MustCompile(`^arn:aws:ses:[a-z0-9-]+:\d{12}:(identity|configuration-set)/\*$`),
 	"sns":         regexp.MustCompile(`^arn:aws:sns:\*:\*:\*$|^\*$`),
+	"sqs":         regexp.MustCompile(`^arn:aws:sqs:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+$`),
 	"events":      regexp.MustCompile(`^arn:aws:events:[a-z0-9-]+:\d{12}:event-bus/[A-Za-z0-9._-]+$`),
 }
 

@@ -155,7 +155,7 @@ func TestResourcesAreHardened(t *testing.T) {
 			}
 		}
 	}
-	for typ, n := range map[string]int{"AWS::Lambda::Function": 9, "AWS::ElastiCache::UserGroup": 1, "AWS::EC2::SecurityGroup": 3, "AWS::EC2::VPCEndpoint": 6, "AWS::Logs::LogGroup": 10, "AWS::Lambda::Permission": 14, "AWS::KMS::Key": 1} {
+	for typ, n := range map[string]int{"AWS::Lambda::Function": 10, "AWS::ElastiCache::UserGroup": 1, "AWS::EC2::SecurityGroup": 3, "AWS::EC2::VPCEndpoint": 7, "AWS::Logs::LogGroup": 11, "AWS::Lambda::Permission": 14, "AWS::KMS::Key": 1} {
 		if counts[typ] != n {
 			t.Errorf("%d %s, want %d", counts[typ], typ, n)
 		}

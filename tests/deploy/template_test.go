@@ -136,8 +136,8 @@ func TestEveryRouteMapsToOneFunction(t *testing.T) {
 	routes := map[string]string{}
 	for _, f := range functions(t) {
 		fn, _ := lambdaFunction(f.dir)
-		if (len(f.res.Events) == 0) != fn.Trigger {
-			t.Errorf("%s has %d events; a trigger has none (Cognito invokes it), a route's function one or more", f.name, len(f.res.Events))
+		if (len(f.res.Events) == 0) != (fn.Trigger || fn.Queue) {
+			t.Errorf("%s has %d events; a trigger has none (Cognito invokes it), nor the deliver function (its event source mapping is a resource of its own), a route's function one or more", f.name, len(f.res.Events))
 		}
 		for name, e := range f.res.Events {
 			var p struct{ Method, Path, ApiId any }
@@ -219,6 +219,15 @@ func TestPoliciesNameOnlyTheActionsTheFunctionUses(t *testing.T) {
 		}
 		if fn.Signs {
 			want = append(want, "secretsmanager:DescribeSecret")
+		}
+		// internal/delivery's SQS client: the functions that queue send
+		// and read the depth; the deliver function postpones, and its
+		// event source mapping receives, deletes and reads with its role
+		switch {
+		case fn.Queue:
+			want = append(want, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility")
+		case slices.Contains(deps, "github.com/otpguard/otpguard/internal/delivery"):
+			want = append(want, "sqs:SendMessage", "sqs:GetQueueAttributes")
 		}
 		want = append(want, "kms:Decrypt")
 		if slices.Contains(deps, "github.com/otpguard/otpguard/guard/outbox") {
