@@ -64,53 +64,71 @@ func Consumer(getenv func(string) string, cfg aws.Config, rdb redis.UniversalCli
 		})
 		return d, derr
 	}
-	return func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
-		var ev sqsEvent
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			return nil, fmt.Errorf("delivery: not an SQS event: %w", err)
+	c := &consumer{sqs: sqs, deliverer: deliverer, log: log}
+	return c.handle, nil
+}
+
+// consumer answers the deliver function's SQS events.
+type consumer struct {
+	sqs       *SQS
+	deliverer func() (*queue.Deliverer, error)
+	log       *slog.Logger
+}
+
+// handle delivers one batch's messages at once and answers those not
+// delivered as batch item failures.
+func (c *consumer) handle(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
+	var ev sqsEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return nil, fmt.Errorf("delivery: not an SQS event: %w", err)
+	}
+	d, err := c.deliverer()
+	if err != nil {
+		return nil, err
+	}
+	failed := make([]bool, len(ev.Records))
+	counts := map[queue.Outcome]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, r := range ev.Records {
+		wg.Go(func() {
+			out := c.deliver(ctx, d, r.Body, r.ReceiptHandle, r.Attributes["ApproximateReceiveCount"])
+			failed[i] = out == queue.Retry || out == queue.Dead
+			mu.Lock()
+			counts[out]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	out := struct {
+		Failures []itemFailure `json:"batchItemFailures"`
+	}{Failures: []itemFailure{}}
+	for i, r := range ev.Records {
+		if failed[i] {
+			out.Failures = append(out.Failures, itemFailure{r.MessageID})
 		}
-		d, err := deliverer()
-		if err != nil {
-			return nil, err
+	}
+	attrs := []any{"messages", len(ev.Records)}
+	for o, n := range counts {
+		attrs = append(attrs, string(o), n)
+	}
+	c.log.InfoContext(ctx, "delivery batch", attrs...)
+	return json.Marshal(out)
+}
+
+// deliver attempts one message; one to retry is postponed by its
+// backoff, a dead one made visible at once (for SQS to move it to the
+// dead-letter queue).
+func (c *consumer) deliver(ctx context.Context, d *queue.Deliverer, body, receiptHandle, receiveCount string) queue.Outcome {
+	receive, _ := strconv.Atoi(receiveCount)
+	out, wait := d.Deliver(ctx, body, max(receive, 1))
+	if out == queue.Dead {
+		wait = 0
+	}
+	if out == queue.Retry || out == queue.Dead {
+		if err := c.sqs.Postpone(context.WithoutCancel(ctx), receiptHandle, wait); err != nil {
+			c.log.WarnContext(ctx, "a message to retry was not postponed; it returns after the queue's visibility timeout", "err", err)
 		}
-		failed := make([]bool, len(ev.Records))
-		counts := map[queue.Outcome]int{}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for i, r := range ev.Records {
-			wg.Go(func() {
-				receive, _ := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
-				out, wait := d.Deliver(ctx, r.Body, max(receive, 1))
-				switch out {
-				case queue.Retry:
-					failed[i] = true
-				case queue.Dead:
-					failed[i], wait = true, 0
-				}
-				if failed[i] {
-					if err := sqs.Postpone(context.WithoutCancel(ctx), r.ReceiptHandle, wait); err != nil {
-						log.WarnContext(ctx, "a message to retry was not postponed; it returns after the queue's visibility timeout", "err", err)
-					}
-				}
-				mu.Lock()
-				counts[out]++
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		out := struct {
-			Failures []itemFailure `json:"batchItemFailures"`
-		}{Failures: []itemFailure{}}
-		for i, r := range ev.Records {
-			if failed[i] {
-				out.Failures = append(out.Failures, itemFailure{r.MessageID})
-			}
-		}
-		attrs := []any{"messages", len(ev.Records)}
-		for o, n := range counts {
-			attrs = append(attrs, string(o), n)
-		}
-		log.InfoContext(ctx, "delivery batch", attrs...)
-		return json.Marshal(out)
-	}, nil
+	}
+	return out
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
+	"github.com/otpguard/otpguard/tests/internal/sqsdouble"
 )
 
 // The bootstraps under AWS's Lambda Runtime Interface Emulator
@@ -253,8 +254,8 @@ func TestEveryFunctionUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 	dir := t.TempDir()
 	rie := buildRIE(t, dir)
 	fns := templateFunctions(t)
-	if len(fns) != 9 {
-		t.Fatalf("%d functions in the template, want 9", len(fns))
+	if len(fns) != 10 {
+		t.Fatalf("%d functions in the template, want 10", len(fns))
 	}
 	rb := lambdaBackends(t)[1] // the Serverless double: the stack's cache user
 	aws := newTriggerAWS(rb)
@@ -263,18 +264,19 @@ func TestEveryFunctionUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 	aws.SetParameter("/shop/otpguard/config", "otp: {ttl: 5m}\nstore: {timeout: 1s} # a loaded test machine\n")
 	aws.SetUser("ann@example.com", awsfake.User{Password: "correct horse battery staple", Confirmed: true})
 
+	queueURL, _ := sqsdouble.Queue(t, "shop-delivery", 5) // DeliveryMode queue, the default: the send function queues here
 	addr := strings.TrimSuffix(strings.TrimPrefix(rb.url, "redis://otpguard@"), "?cluster=true")
 	values := stackValues{
 		refs: map[string]string{
 			"AWS::StackName": "shop", "HashSecret": "otpguard/hash", "SigningSecret": "otpguard/signing",
 			"RedisPasswordSecret": "otpguard/redis", "UserPool": "us-east-1_test", "UserPoolClient": "testclient",
-			"SenderEmail": "no-reply@otpguard.example",
+			"SenderEmail": "no-reply@otpguard.example", "DeliveryQueue": queueURL,
 		},
 		attrs: map[string]string{
 			"Cache.Endpoint.Address": strings.Split(addr, ":")[0], "Cache.Endpoint.Port": strings.Split(addr, ":")[1],
 			"TriggerKey.Arn": sampleKeyARN,
 		},
-		conditions: map[string]bool{"CreateCache": true, "DefaultConfigName": true, "CreateUserPool": true},
+		conditions: map[string]bool{"CreateCache": true, "DefaultConfigName": true, "CreateUserPool": true, "QueueDelivery": true},
 		params:     templateDefaults(t),
 	}
 	samples := map[string][]string{} // function dir -> its sample events
@@ -358,29 +360,32 @@ func TestEveryFunctionUnderTheRuntimeInterfaceEmulator(t *testing.T) {
 			}
 			switch dirName {
 			case "cognitosend":
-				retriedSenderSendsOnce(t, e, aws)
+				retriedSenderSendsOnce(t, e, aws, queueURL)
 			case "cognitoauth":
 				retriedSignInCountsNothing(t, e, rb)
+			case "deliver":
+				deliverBootstrapDelivers(t, e, aws, rb)
 			}
 		})
 	}
 }
 
-// retriedSenderSendsOnce: the custom SMS sender's sample, delivered once
-// above, comes again (Cognito's retry of the same event: same code, same
-// user): nothing is sent and nothing counted; a new code for the same user
-// is a new event and is sent.
-func retriedSenderSendsOnce(t *testing.T, e *emulated, aws *awsfake.Server) {
+// retriedSenderSendsOnce: the custom SMS sender's sample, queued once
+// above (DeliveryMode queue, the template's default), comes again
+// (Cognito's retry of the same event: same code, same user): nothing is
+// queued and nothing counted; a new code for the same user is a new event
+// and is queued (its delivery: TestTheCustomSendersQueueToo).
+func retriedSenderSendsOnce(t *testing.T, e *emulated, aws *awsfake.Server, queueURL string) {
 	t.Helper()
-	before := len(aws.SMS())
+	before := sqsdouble.Depth(t, queueURL)
 	event, _ := os.ReadFile(filepath.Join(root, "events", "cognito", "custom-sms-sender.json"))
 	for i := range 2 {
 		if body, isErr := e.invoke(t, fmt.Sprintf("sms-retry-%d", i), event); isErr {
 			t.Fatalf("retry %d: %s", i, body)
 		}
 	}
-	if n := len(aws.SMS()) - before; n != 0 {
-		t.Errorf("the retried event sent %d more SMS", n)
+	if n := sqsdouble.Depth(t, queueURL) - before; n != 0 {
+		t.Errorf("the retried event queued %d more SMS", n)
 	}
 	logs, _ := e.out.WaitFor(`"requestId":"sms-retry-1"`, 3*time.Second)
 	for i := range 2 {
@@ -398,8 +403,8 @@ func retriedSenderSendsOnce(t *testing.T, e *emulated, aws *awsfake.Server) {
 	if body, isErr := e.invoke(t, "sms-new-code", fresh); isErr {
 		t.Fatalf("a new code: %s", body)
 	}
-	if sms := aws.SMS(); len(sms) != before+1 || !strings.Contains(sms[len(sms)-1].Message, "777777") {
-		t.Errorf("a new code for the same user was not sent: %d SMS", len(sms)-before)
+	if n := sqsdouble.Depth(t, queueURL) - before; n != 1 {
+		t.Errorf("a new code for the same user queued %d SMS, want 1", n)
 	}
 }
 
