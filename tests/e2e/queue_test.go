@@ -267,20 +267,28 @@ func TestARedeliveredMessageSendsOnce(t *testing.T) {
 // its units go back: the same number is served once the queue drains.
 func TestAFullQueueRefusesWithRetryAfterAndSpendsNothing(t *testing.T) {
 	s := newQueueStack(t, "full", strings.Replace(queueConfig, "limit: 5", "limit: 1", 1), 2, 5,
-		map[string]string{"DELIVERY_QUEUE_MAX_DEPTH": "4"})
+		map[string]string{"DELIVERY_QUEUE_MAX_DEPTH": "6"})
 	for i := range 4 {
 		if r := s.sendSMS(t, fmt.Sprintf("+447911126%03d", i), "198.51.100.3"); r.StatusCode != 202 {
 			t.Fatalf("send %d: %d %s", i, r.StatusCode, r.Body)
 		}
 	}
 	time.Sleep(1100 * time.Millisecond) // the depth is read at most once a second
+	// 4 waiting (3 ahead of the next one's estimate, at 2 a second)
+	if r := s.sendSMS(t, "+447911126004", "198.51.100.3"); r.StatusCode != 202 || !strings.Contains(r.Body, `"deliveryEta":2`) {
+		t.Fatalf("a send behind 4: %d %s, want 202 with deliveryEta 2", r.StatusCode, r.Body)
+	}
+	if r := s.sendSMS(t, "+447911126005", "198.51.100.3"); r.StatusCode != 202 {
+		t.Fatalf("the sixth: %d %s", r.StatusCode, r.Body)
+	}
+	time.Sleep(1100 * time.Millisecond)
 	r := s.sendSMS(t, "+447911126009", "198.51.100.3")
 	if r.StatusCode != 503 || r.Headers["Retry-After"] == "" || !strings.Contains(r.Body, "delivery_unavailable") {
 		t.Fatalf("a send past the cap: %d %v %s, want 503 with Retry-After", r.StatusCode, r.Headers, r.Body)
 	}
 	t.Logf("refused: Retry-After %s", r.Headers["Retry-After"])
 	sqsdouble.Start(t, s.queueURL, s.deliver, 1, false)
-	if !waitFor(20*time.Second, func() bool { return len(s.aws.SMS()) == 4 }) {
+	if !waitFor(20*time.Second, func() bool { return len(s.aws.SMS()) == 6 }) {
 		t.Fatal("the queue does not drain")
 	}
 	time.Sleep(1100 * time.Millisecond)
