@@ -23,6 +23,11 @@ type Message struct {
 	// Subject, Text and HTML are the rendered message (Subject and HTML
 	// are empty for SMS).
 	Subject, Text, HTML string
+	// Slot names where the message's code lives (the code store and its
+	// key): a newer queued message of the same slot supersedes an older
+	// one, which is never delivered after it. Empty: the message
+	// supersedes nothing (a step-up session's code, a notification).
+	Slot string
 	// TTL is the code's lifetime: a queued message not delivered within
 	// it is dropped. Zero: the queue's default.
 	TTL time.Duration

@@ -218,6 +218,7 @@ func (s *Server) message(dest guard.Destination, purpose, locale, code string) (
 	return guard.Message{
 		Channel: dest.Channel, To: dest.Address, Purpose: purpose, Locale: templates.Match(locale), Code: code,
 		Subject: content.Subject, Text: content.Text, HTML: content.HTML, TTL: s.Codes.TTL(),
+		Slot: "otp\x00" + dest.Key + "\x00" + purpose, // the code store's (destination, purpose)
 	}, nil
 }
 

@@ -44,7 +44,22 @@ func (p paced) Send(ctx context.Context, m guard.Message) error {
 		}
 		return fmt.Errorf("%w: pace: %w", guard.ErrDeliveryUnavailable, err)
 	}
+	if check, ok := ctx.Value(beforeSendKey{}).(func(context.Context) error); ok {
+		if err := check(ctx); err != nil {
+			return err
+		}
+	}
 	return p.Sender.Send(ctx, m)
+}
+
+type beforeSendKey struct{}
+
+// WithBeforeSend makes a Paced sender call check once its turn has come,
+// just before the provider: an error from check is returned as it is and
+// nothing is sent (the delivery queue asks again whether its message is
+// still the newest and its code alive after waiting for the turn).
+func WithBeforeSend(ctx context.Context, check func(context.Context) error) context.Context {
+	return context.WithValue(ctx, beforeSendKey{}, check)
 }
 
 // Timed bounds each call of s by d.

@@ -28,6 +28,7 @@ type SQS struct {
 	depth     int64
 	depthErr  error
 	depthRead time.Time
+	pushed    int64 // by this container since the depth was read
 }
 
 // NewSQS returns the queue at queueURL, in cfg's region.
@@ -59,17 +60,25 @@ func (q *SQS) call(ctx context.Context, form url.Values, out any) error {
 
 // Push implements queue.Backend: SendMessage.
 func (q *SQS) Push(ctx context.Context, body string) error {
-	return q.call(ctx, url.Values{"Action": {"SendMessage"}, "MessageBody": {body}}, nil)
+	if err := q.call(ctx, url.Values{"Action": {"SendMessage"}, "MessageBody": {body}}, nil); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	q.pushed++
+	q.mu.Unlock()
+	return nil
 }
 
 // Depth implements queue.Backend: the messages waiting, in flight and
-// delayed, as GetQueueAttributes had them at most a second ago.
+// delayed, as GetQueueAttributes had them at most a second ago, plus what
+// this container queued since (a burst within the second counts).
 func (q *SQS) Depth(ctx context.Context) (int64, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if time.Since(q.depthRead) < time.Second {
-		return q.depth, q.depthErr
+		return q.depth + q.pushed, q.depthErr
 	}
+	q.pushed = 0
 	var out struct {
 		Attributes []struct{ Name, Value string } `xml:"GetQueueAttributesResult>Attribute"`
 	}

@@ -39,7 +39,7 @@ func newQueueStack(t *testing.T, name, config string, smsPerSecond, maxReceives 
 	s.aws.SetSecret("otpguard/hash", strings.Repeat("h", 48))
 	s.aws.SetSecret("otpguard/signing", strings.Repeat("s", 64))
 	s.aws.SetParameter("/"+name+"/otpguard/config", config) // the functions share the config through Redis by its name
-	s.aws.Limit("Publish", smsPerSecond)                    // the provider takes this many a second, and throttles the rest
+	s.aws.Limit("sns:Publish", smsPerSecond)                // the provider takes this many a second, and throttles the rest
 	s.queueURL, s.dlqURL = sqsdouble.Queue(t, name, maxReceives)
 	b := backends()[2]
 	env := map[string]string{
@@ -142,7 +142,7 @@ func TestABurstAboveTheProvidersRateIsQueuedNotRefused(t *testing.T) {
 	took := time.Since(start)
 	time.Sleep(2 * time.Second) // nothing more comes
 	got := s.delivered()
-	t.Logf("%d messages delivered in %s (%.1f a second); %d Publish calls", len(s.aws.SMS()), took.Round(time.Millisecond),
+	t.Logf("%d messages delivered in %s (%.1f a second); %d Publish calls (the rest throttled, and retried)", len(s.aws.SMS()), took.Round(time.Millisecond),
 		float64(len(s.aws.SMS()))/took.Seconds(), s.aws.CallsOf("sns:Publish"))
 	if len(got) != n {
 		t.Fatalf("%d numbers got a message, want %d; logs:\n%s", len(got), n, tail(s.logs.String(), 3000))
@@ -295,6 +295,30 @@ func TestAFullQueueRefusesWithRetryAfterAndSpendsNothing(t *testing.T) {
 	// its unit went back: a limit of one per number still lets it through
 	if r := s.sendSMS(t, "+447911126009", "198.51.100.3"); r.StatusCode != 202 {
 		t.Fatalf("the refused number after the queue drained: %d %s", r.StatusCode, r.Body)
+	}
+}
+
+// TestTwoSpellingsOfAnAddressShareOneSlot: a resend to the same mailbox
+// spelled otherwise (case) while the first waits: one message is
+// delivered, the newest, whose code verifies.
+func TestTwoSpellingsOfAnAddressShareOneSlot(t *testing.T) {
+	s := newQueueStack(t, "spellings", queueConfig, 20, 5, map[string]string{"EMAIL_PER_SECOND": "20"})
+	for _, to := range []string{"Bob.Smith@Example.com", "bob.smith@example.com"} {
+		if r := s.call(t, s.send, "/v1/otp/send", `{"channel":"email","to":"`+to+`","purpose":"login"}`, "198.51.100.4"); r.StatusCode != 202 {
+			t.Fatalf("send: %d %s", r.StatusCode, r.Body)
+		}
+	}
+	sqsdouble.Start(t, s.queueURL, s.deliver, 1, false)
+	if !waitFor(20*time.Second, func() bool { return sqsdouble.Depth(t, s.queueURL) == 0 }) {
+		t.Fatal("the queue does not drain")
+	}
+	mails := s.aws.Emails()
+	if len(mails) != 1 {
+		t.Fatalf("%d emails, want the newest only", len(mails))
+	}
+	code := smsCode.FindString(mails[0].Text)
+	if r := s.call(t, s.verify, "/v1/otp/verify", `{"to":"bob.smith@example.com","purpose":"login","code":"`+code+`"}`, "203.0.113.9"); r.StatusCode != 200 {
+		t.Fatalf("the code delivered does not verify: %d %s", r.StatusCode, r.Body)
 	}
 }
 

@@ -94,6 +94,14 @@ func NewDeliverer(o DeliverOptions) (*Deliverer, error) {
 	}, nil
 }
 
+// errStale is a recheck's verdict after the pacer's wait: the message
+// was superseded, or its code expired, while it waited for its turn.
+type errStale struct{ claim Claim }
+
+func (e errStale) Error() string {
+	return "queue: the message went stale waiting for its turn: " + e.claim.String()
+}
+
 // Deliver attempts the sealed job body on its receive-th receive (the
 // first is 1). For Retry it returns how long the message should wait.
 func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outcome, time.Duration) {
@@ -105,54 +113,92 @@ func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outc
 	claim, token, err := d.ledger.Claim(ctx, job.Key, job.ID, job.Expires, d.lease)
 	if err != nil {
 		d.log.WarnContext(ctx, "the queue's ledger does not answer", "err", err)
-		return d.failed(ctx, job, receive)
+		return Retry, Backoff(receive) // nothing claimed, nothing to give back
 	}
 	switch claim {
 	case ClaimDuplicate:
 		return Duplicate, 0
-	case ClaimExpired:
-		return Expired, 0
-	case ClaimSuperseded:
-		return Superseded, 0
 	case ClaimDead:
 		return Dead, 0
 	case ClaimBusy:
 		return Retry, d.lease
+	case ClaimSuperseded, ClaimExpired:
+		// never delivered: after a failure (an outage kept it waiting) its
+		// send goes back, once; on its first receive it stays counted
+		if token != "" {
+			d.finish(ctx, job, token, "done", receive > 1)
+		} else if receive > 1 {
+			if mine, err := d.ledger.Retire(context.WithoutCancel(ctx), job.Key, job.ID); err == nil && mine {
+				d.giveBack(ctx, job)
+			}
+		}
+		if claim == ClaimExpired {
+			return Expired, 0
+		}
+		return Superseded, 0
 	}
-	err = d.send(ctx, job.Message)
-	if err == nil || errors.Is(err, guard.ErrUndeliverable) {
-		if derr := d.ledger.Done(context.WithoutCancel(ctx), job.Key, job.ID); derr != nil {
-			d.log.WarnContext(ctx, "a sent message was not marked sent; a redelivery within its lease finds it busy", "err", derr)
+	// ask again once the turn has come: a resend or the code's end while
+	// it waited makes it stale
+	check := func(ctx context.Context) error {
+		c, err := d.ledger.Current(ctx, job.Key, job.ID, job.Expires)
+		if err == nil && c != Claimed {
+			return errStale{c}
 		}
-		if err != nil {
-			d.log.WarnContext(ctx, "the provider refuses a queued message's destination", "channel", job.Message.Channel, "err", err)
-			return Undeliverable, 0
-		}
+		return nil // the ledger does not answer: send (the claim holds)
+	}
+	err = d.send(api.WithBeforeSend(ctx, check), job.Message)
+	var stale errStale
+	switch {
+	case err == nil:
+		d.finish(ctx, job, token, "done", false)
 		return Delivered, 0
+	case errors.As(err, &stale):
+		d.finish(ctx, job, token, "done", receive > 1)
+		if stale.claim == ClaimExpired {
+			return Expired, 0
+		}
+		return Superseded, 0
+	case errors.Is(err, guard.ErrUndeliverable):
+		d.finish(ctx, job, token, "done", false)
+		d.log.WarnContext(ctx, "the provider refuses a queued message's destination", "channel", job.Message.Channel, "err", err)
+		return Undeliverable, 0
 	}
 	d.log.WarnContext(ctx, "a queued message was not sent", "channel", job.Message.Channel, "receive", receive, "err", err)
-	if rerr := d.ledger.Release(context.WithoutCancel(ctx), job.Key, job.ID, token); rerr != nil {
-		d.log.WarnContext(ctx, "a failed send's claim was not released; it lapses by itself", "err", rerr)
-	}
-	return d.failed(ctx, job, receive)
-}
-
-// failed is the outcome of a message not sent: a retry after a backoff,
-// or on the last receive Dead, with the send's units given back.
-func (d *Deliverer) failed(ctx context.Context, job Job, receive int) (Outcome, time.Duration) {
 	if receive < d.maxReceives {
+		d.finish(ctx, job, token, "", false)
 		return Retry, Backoff(receive)
 	}
-	ctx = context.WithoutCancel(ctx)
-	if err := d.ledger.Kill(ctx, job.Key, job.ID); err != nil {
-		// unmarked, a later receive could give the units back twice
-		d.log.ErrorContext(ctx, "a dead message was not marked; its send is not given back", "err", err)
-		return Dead, 0
-	}
-	if err := d.void(ctx, job.Message.Receipt); err != nil {
-		d.log.ErrorContext(ctx, "a dead message's send was not given back", "err", err)
-	}
+	d.finish(ctx, job, token, "dead", true)
 	return Dead, 0
+}
+
+// finish ends the claim token holds (see Ledger.Settle) and, when
+// giveBack and the claim was still its own, gives the send's units back:
+// once, whoever else holds the message by then.
+func (d *Deliverer) finish(ctx context.Context, job Job, token, final string, giveBack bool) {
+	ctx = context.WithoutCancel(ctx)
+	if final == "done" && !giveBack {
+		// sent (or refused by the provider): marked whoever holds the
+		// claim now, so no redelivery sends it again
+		if err := d.ledger.Done(ctx, job.Key, job.ID); err != nil {
+			d.log.WarnContext(ctx, "a sent message was not marked sent; a redelivery within its lease finds it busy", "err", err)
+		}
+		return
+	}
+	held, err := d.ledger.Settle(ctx, job.Key, job.ID, token, final)
+	if err != nil {
+		d.log.WarnContext(ctx, "a claim was not settled; it lapses by itself", "final", final, "err", err)
+		return
+	}
+	if held && giveBack {
+		d.giveBack(ctx, job)
+	}
+}
+
+func (d *Deliverer) giveBack(ctx context.Context, job Job) {
+	if err := d.void(context.WithoutCancel(ctx), job.Message.Receipt); err != nil {
+		d.log.ErrorContext(ctx, "a message never delivered did not give its send back", "err", err)
+	}
 }
 
 // Backoff is the wait after the receive-th failed attempt: 2s, 4s, 8s,

@@ -70,15 +70,9 @@ redis.call('SET', KEYS[2], 's' .. ARGV[2], 'PX', ARGV[3])
 return 'claimed'
 `
 
-// releaseScript removes a claim only if it is still this token's.
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == 's' .. ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`)
-
 // Claim asks to send message id of key, whose code ends at expires (Unix
-// ms). When Claimed, token releases the claim (Release) if the send
-// fails; the claim lapses by itself after lease.
+// ms). When Claimed (or ClaimExpired: claimed, never to be sent), token
+// ends the claim (Settle); a claim lapses by itself after lease.
 func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease time.Duration) (c Claim, token string, err error) {
 	token = newID()
 	var now *redis.TimeCmd
@@ -97,16 +91,12 @@ func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease
 		return ClaimDuplicate, "", nil
 	case answer == "dead":
 		return ClaimDead, "", nil
-	case now.Val().UnixMilli() >= expires:
-		if answer == "claimed" {
-			// never to be sent: a redelivery is a duplicate
-			if err := l.Done(ctx, key, id); err != nil {
-				return 0, "", err
-			}
-		}
-		return ClaimExpired, "", nil
 	case answer == "busy":
 		return ClaimBusy, "", nil
+	case now.Val().UnixMilli() >= expires && answer == "claimed":
+		return ClaimExpired, token, nil // held: the deliverer settles it
+	case now.Val().UnixMilli() >= expires:
+		return ClaimExpired, "", nil // and no longer the newest: not claimed
 	case answer == "superseded":
 		return ClaimSuperseded, "", nil
 	case answer == "claimed":
@@ -120,18 +110,49 @@ func (l *Ledger) Done(ctx context.Context, key, id string) error {
 	return l.rdb.Set(ctx, markKey(key, id), "done", kept).Err()
 }
 
-// Kill marks message id given up on: every later receive of it is
-// ClaimDead, so its units are given back once however often SQS hands it
-// over before moving it to the dead-letter queue.
-func (l *Ledger) Kill(ctx context.Context, key, id string) error {
-	return l.rdb.Set(ctx, markKey(key, id), "dead", kept).Err()
+// settleScript ends a claim, if it is still this token's: released (a
+// retry may claim it again) or marked final ("done": sent or never to be
+// sent; "dead": given up on, for the dead-letter queue).
+var settleScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= 's' .. ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+return 1
+`)
+
+// Settle ends the claim token holds on message id: final "" releases it,
+// "done" or "dead" marks it so. held reports whether the claim was still
+// this token's (a lapsed one may be another consumer's now): only the
+// holder of a claim gives a send's units back, so they go back once.
+func (l *Ledger) Settle(ctx context.Context, key, id, token, final string) (held bool, err error) {
+	n, err := settleScript.Eval(ctx, l.rdb, []string{markKey(key, id)}, token, final, kept.Milliseconds()).Int()
+	return n == 1, err
 }
 
-// Release gives a failed send's claim back, so a redelivery may try.
-func (l *Ledger) Release(ctx context.Context, key, id, token string) error {
-	err := releaseScript.Eval(ctx, l.rdb, []string{markKey(key, id)}, token).Err()
-	if errors.Is(err, redis.Nil) {
+// Retire marks a message nobody claimed done (superseded after it had
+// failed): true for the one caller that marked it, who gives its units
+// back.
+func (l *Ledger) Retire(ctx context.Context, key, id string) (bool, error) {
+	return l.rdb.SetNX(ctx, markKey(key, id), "done", kept).Result()
+}
+
+// Current reports whether message id is still the newest of key and its
+// code alive (asked again once its turn at the provider has come).
+func (l *Ledger) Current(ctx context.Context, key, id string, expires int64) (Claim, error) {
+	var now *redis.TimeCmd
+	var latest *redis.StringCmd
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		latest = p.Get(ctx, latestKey(key))
 		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, err
 	}
-	return err
+	switch {
+	case now.Val().UnixMilli() >= expires:
+		return ClaimExpired, nil
+	case latest.Val() != id:
+		return ClaimSuperseded, nil
+	}
+	return Claimed, nil
 }

@@ -8,16 +8,20 @@
 // What it promises, with SQS's at-least-once delivery and any number of
 // consumers:
 //
-//   - the newest message for a destination and purpose wins: a resend
-//     makes every older message for it superseded, never delivered after
-//     it (the ledger's latest id, in Redis);
+//   - the newest message of a slot (where its code lives: the code store's
+//     destination and purpose, a Cognito message's kind) wins: a resend
+//     makes every older message of it superseded, never delivered after
+//     it (the ledger's latest id, in Redis, asked again once the
+//     provider's turn has come);
 //   - a message is sent once: a consumer claims it in Redis before
 //     sending and marks it done after, so a redelivered message sends
 //     nothing;
 //   - a message whose code has expired (by Redis's clock) is dropped;
 //   - a provider failure is retried with backoff; on the last receive the
 //     send's units are given back (its receipt settled void) and the
-//     message goes to the dead-letter queue;
+//     message goes to the dead-letter queue; a message that failed and
+//     was then superseded or expired gives its units back too; only the
+//     holder of a message's claim gives them back, so they go back once;
 //   - the queue is bounded: above MaxDepth messages waiting a send is
 //     refused (503 with Retry-After), and the rules were applied before
 //     anything was queued.
@@ -110,6 +114,7 @@ type Queue struct {
 	seal    cipher.AEAD
 	keyMAC  []byte
 	opts    Options
+	log     *slog.Logger
 }
 
 // New returns the queue of h on b.
@@ -127,13 +132,21 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{backend: b, ledger: NewLedger(h.Redis), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o}, nil
+	log := h.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Queue{backend: b, ledger: NewLedger(h.Redis), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
 }
 
 // Send queues m (implements api.Sender). Errors wrap
 // guard.ErrDeliveryUnavailable; a full queue's is a *Full.
 func (q *Queue) Send(ctx context.Context, m guard.Message) error {
-	if depth, err := q.backend.Depth(ctx); err == nil && depth >= q.opts.MaxDepth {
+	switch depth, err := q.backend.Depth(ctx); {
+	case err != nil:
+		// the cap fails open: a send is not refused for want of a count
+		q.log.WarnContext(ctx, "the delivery queue's depth is unknown; its cap is not applied", "err", err)
+	case depth >= q.opts.MaxDepth:
 		return &Full{After: q.wait(depth-q.opts.MaxDepth+1, m.Channel)}
 	}
 	ttl := m.TTL
@@ -144,7 +157,8 @@ func (q *Queue) Send(ctx context.Context, m guard.Message) error {
 	// message half queued (its units given back while SQS holds it)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	job := Job{ID: newID(), Key: q.key(m), Message: m}
+	job := Job{ID: newID(), Message: m}
+	job.Key = q.key(m, job.ID)
 	now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl)
 	if err != nil {
 		return fmt.Errorf("%w: queue: %w", guard.ErrDeliveryUnavailable, err)
@@ -180,10 +194,14 @@ func (q *Queue) wait(n int64, ch guard.Channel) time.Duration {
 	return time.Duration(math.Ceil(float64(n)/float64(rate))) * time.Second
 }
 
-// key names m's destination and purpose without revealing them.
-func (q *Queue) key(m guard.Message) string {
+// key names m's slot (where its code lives: the newest message of a slot
+// wins) without revealing it; a message without a slot is its own.
+func (q *Queue) key(m guard.Message, id string) string {
+	if m.Slot == "" {
+		return "n" + id
+	}
 	mac := hmac.New(sha256.New, q.keyMAC)
-	mac.Write([]byte(string(m.Channel) + "\x00" + m.To + "\x00" + m.Purpose))
+	mac.Write([]byte(string(m.Channel) + "\x00" + m.Slot))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
 }
 

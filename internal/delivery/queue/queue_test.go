@@ -107,6 +107,7 @@ func (p *provider) count() int {
 }
 
 type rig struct {
+	mu     sync.Mutex
 	q      *queue.Queue
 	box    *box
 	d      *queue.Deliverer
@@ -138,7 +139,7 @@ func newRig(t *testing.T, rdb redis.UniversalClient, o queue.Options) *rig {
 }
 
 func message(to, code string) guard.Message {
-	return guard.Message{Channel: guard.SMS, To: to, Purpose: "login", Code: code, Text: "Your code is " + code,
+	return guard.Message{Channel: guard.SMS, To: to, Purpose: "login", Code: code, Text: "Your code is " + code, Slot: "otp\x00" + to + "\x00login",
 		TTL: time.Minute, Receipt: "sms-per-prefix,AAAAAAAAAAAAAAAAAAAAAA,1893456000000000,1"}
 }
 
@@ -385,5 +386,137 @@ func TestACallerHangingUpDoesNotLeaveAMessageHalfQueued(t *testing.T) {
 	}
 	if out, _ := r.d.Deliver(context.Background(), r.box.bodies[0], 1); out != queue.Delivered {
 		t.Fatal(out)
+	}
+}
+
+// TestOnLastReceiveTheUnitsGoBackOnce: twenty consumers handed the same
+// message on its last receive at once, the provider failing always, or
+// only the first try: its send is given back once, not once per consumer,
+// and a message given back is never sent after.
+func TestOnLastReceiveTheUnitsGoBackOnce(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		for _, failOnce := range []bool{false, true} {
+			r := newRig(t, rdb, queue.Options{})
+			body := r.send(t, message(fmt.Sprintf("+4479463%05d", time.Now().UnixNano()%100000), "123456"))
+			var tries atomic.Int32
+			r.d, _ = queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey(secret, queue.SealLabel),
+				Sender: func() api.Sender {
+					return senderFunc(func(ctx context.Context, m guard.Message) error {
+						if tries.Add(1) == 1 || !failOnce {
+							return fmt.Errorf("%w: sns InternalError", guard.ErrDeliveryUnavailable)
+						}
+						return r.sender.Send(ctx, m)
+					})
+				},
+				Void: func(_ context.Context, receipt string) error {
+					r.mu.Lock()
+					r.voided = append(r.voided, receipt)
+					r.mu.Unlock()
+					return nil
+				}})
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() {
+					for receive := 5; receive < 8; receive++ {
+						r.d.Deliver(context.Background(), body, receive)
+					}
+				})
+			}
+			wg.Wait()
+			// the first claimer's failure on the last receive is the
+			// message's death: nobody claims it after, so it is never
+			// both sent and given back
+			if sent := r.sender.count(); len(r.voided) != 1 || sent != 0 {
+				t.Errorf("provider failing %s: given back %d times, sent %d; want once, none", map[bool]string{false: "always", true: "once"}[failOnce], len(r.voided), sent)
+			}
+		}
+	})
+}
+
+type senderFunc func(ctx context.Context, m guard.Message) error
+
+func (f senderFunc) Send(ctx context.Context, m guard.Message) error { return f(ctx, m) }
+
+// TestAFailedMessageThatIsSupersededGivesItsSendBack: a message the
+// provider failed, then superseded by a resend, was never delivered: its
+// send goes back (once); one superseded on its first receive (a resend
+// into a backlog) stays counted.
+func TestAFailedMessageThatIsSupersededGivesItsSendBack(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		to := fmt.Sprintf("+4479464%05d", time.Now().UnixNano()%100000)
+		first := r.send(t, message(to, "111111"))
+		r.sender.err = fmt.Errorf("%w: outage", guard.ErrDeliveryUnavailable)
+		if out, _ := r.d.Deliver(context.Background(), first, 1); out != queue.Retry {
+			t.Fatal(out)
+		}
+		r.sender.err = nil
+		second := r.send(t, message(to, "222222"))
+		for range 3 { // and again, as SQS may hand it over
+			if out, _ := r.d.Deliver(context.Background(), first, 2); out != queue.Superseded && out != queue.Duplicate {
+				t.Fatalf("the failed one after the resend: %s", out)
+			}
+		}
+		if len(r.voided) != 1 {
+			t.Fatalf("given back %d times, want once", len(r.voided))
+		}
+		third := r.send(t, message(to, "333333"))
+		if out, _ := r.d.Deliver(context.Background(), second, 1); out != queue.Superseded {
+			t.Fatal(out)
+		}
+		if len(r.voided) != 1 {
+			t.Fatal("a message superseded on its first receive gave its send back")
+		}
+		if out, _ := r.d.Deliver(context.Background(), third, 1); out != queue.Delivered || r.sender.sent[0].Code != "333333" {
+			t.Fatalf("the newest: %s", out)
+		}
+	})
+}
+
+// TestAMessageSupersededWhileWaitingForItsTurnIsNotSent: the message
+// waits for the provider's pace; a resend comes meanwhile: when its turn
+// comes it is not sent (asked again), and the resend is.
+func TestAMessageSupersededWhileWaitingForItsTurnIsNotSent(t *testing.T) {
+	rdb := single.Client()
+	r := newRig(t, rdb, queue.Options{})
+	pacer, err := guard.NewPacer(redisstore.New(rdb, redisstore.Options{}), fmt.Sprint("test-", time.Now().UnixNano()), 1, 2*time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pacer.Reserve(context.Background(), 0); err != nil { // the turn of now is taken
+		t.Fatal(err)
+	}
+	paced := api.Paced(r.sender, pacer, 10*time.Second)
+	d, _ := queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey(secret, queue.SealLabel),
+		Sender: func() api.Sender { return paced }, Void: func(context.Context, string) error { return nil }})
+	to := fmt.Sprintf("+4479465%05d", time.Now().UnixNano()%100000)
+	older := r.send(t, message(to, "111111"))
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		r.send(t, message(to, "222222"))
+	}()
+	if out, _ := d.Deliver(context.Background(), older, 1); out != queue.Superseded {
+		t.Fatalf("%s, want superseded while it waited", out)
+	}
+	if r.sender.count() != 0 {
+		t.Fatal("the older code was sent after a resend")
+	}
+	if out, _ := d.Deliver(context.Background(), r.box.bodies[1], 1); out != queue.Delivered {
+		t.Fatalf("the resend: %s", out)
+	}
+}
+
+// TestAMessageWithoutASlotSupersedesNothing: a step-up session's code,
+// or a Cognito notification, is its own: another message to the address
+// does not drop it.
+func TestAMessageWithoutASlotSupersedesNothing(t *testing.T) {
+	r := newRig(t, single.Client(), queue.Options{})
+	a, b := message("+447946600001", "111111"), message("+447946600001", "222222")
+	a.Slot, b.Slot = "", ""
+	first, second := r.send(t, a), r.send(t, b)
+	for _, body := range []string{first, second} {
+		if out, _ := r.d.Deliver(context.Background(), body, 1); out != queue.Delivered {
+			t.Fatal(out)
+		}
 	}
 }

@@ -188,18 +188,25 @@ func (s *Server) refused(w http.ResponseWriter, op, name string) bool {
 		jsonError(w, 400, "AccessDeniedException", "User: arn:aws:sts::000000000000:assumed-role/fn is not authorized to perform: "+op+" on resource: "+name)
 		return true
 	}
-	if r := s.limits[op]; r != nil {
-		now := time.Now().Unix()
-		if now != r.second {
-			r.second, r.n = now, 0
-		}
-		r.n++
-		if r.n > r.per {
-			jsonError(w, 400, "ThrottlingException", "Rate exceeded")
-			return true
-		}
+	if s.overLimit(op) {
+		jsonError(w, 400, "ThrottlingException", "Rate exceeded")
+		return true
 	}
 	return false
+}
+
+// overLimit counts a call of op against its Limit; s.mu is held.
+func (s *Server) overLimit(op string) bool {
+	r := s.limits[op]
+	if r == nil {
+		return false
+	}
+	now := time.Now().Unix()
+	if now != r.second {
+		r.second, r.n = now, 0
+	}
+	r.n++
+	return r.n > r.per
 }
 
 // SetUser adds or replaces a user of the fake Cognito user pool.
@@ -335,6 +342,13 @@ func (s *Server) query(w http.ResponseWriter, body []byte) {
 	}
 	if code := s.failure(m.PhoneNumber); code != "" {
 		queryError(w, 400, code, "awsfake refuses "+m.PhoneNumber)
+		return
+	}
+	s.mu.Lock()
+	throttled := s.overLimit("sns:Publish")
+	s.mu.Unlock()
+	if throttled {
+		queryError(w, 400, "Throttling", "Rate exceeded")
 		return
 	}
 	s.mu.Lock()
