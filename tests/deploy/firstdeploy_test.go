@@ -38,7 +38,10 @@ var nameLimits = []struct {
 	{"DeniedSendsAlarm", "AlarmName", 255, nil},
 	{"FunctionErrorsAlarm", "AlarmName", 255, nil},
 	{"TriggerSenderErrorsAlarm", "AlarmName", 255, nil},
+	{"DeliveryQueueAgeAlarm", "AlarmName", 255, nil},
+	{"DeliveryDeadLetterAlarm", "AlarmName", 255, nil},
 	{"CognitoAuthLogs", "LogGroupName", 512, nil},
+	{"DeliverLogs", "LogGroupName", 512, nil},
 }
 
 // TestAnyStackNameGivesValidNames: a stack name of 40 characters (the

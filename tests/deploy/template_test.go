@@ -165,6 +165,8 @@ func TestEveryRouteMapsToOneFunction(t *testing.T) {
 	}
 }
 
+// TestEveryEnvVarAFunctionReadsIsSet: the template sets exactly the
+// variables each function reads (lambdaapp.Vars), the Globals' included.
 func TestEveryEnvVarAFunctionReadsIsSet(t *testing.T) {
 	_, globals := load(t)
 	genv := map[string]bool{}
@@ -192,6 +194,12 @@ func TestEveryEnvVarAFunctionReadsIsSet(t *testing.T) {
 			if !set[v] {
 				t.Errorf("%s reads %s, which the template does not set", f.name, v)
 			}
+			delete(set, v)
+		}
+		// and sets nothing else: a variable no code reads is a setting
+		// that does nothing
+		for v := range set {
+			t.Errorf("%s: the template sets %s, which the function never reads (lambdaapp.Vars)", f.name, v)
 		}
 	}
 }
