@@ -83,6 +83,12 @@ func (b *box) Push(_ context.Context, body string) error {
 
 func (b *box) Depth(context.Context) (int64, error) { return b.depth, nil }
 
+func (b *box) last() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bodies[len(b.bodies)-1]
+}
+
 // provider records what it sends and answers err.
 type provider struct {
 	mu   sync.Mutex
@@ -148,7 +154,7 @@ func (r *rig) send(t *testing.T, m guard.Message) string {
 	if err := r.q.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	return r.box.bodies[len(r.box.bodies)-1]
+	return r.box.last()
 }
 
 func TestOnlyTheNewestMessageOfADestinationIsDelivered(t *testing.T) {
@@ -491,17 +497,21 @@ func TestAMessageSupersededWhileWaitingForItsTurnIsNotSent(t *testing.T) {
 		Sender: func() api.Sender { return paced }, Void: func(context.Context, string) error { return nil }})
 	to := fmt.Sprintf("+4479465%05d", time.Now().UnixNano()%100000)
 	older := r.send(t, message(to, "111111"))
+	resent := make(chan error, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		r.send(t, message(to, "222222"))
+		resent <- r.q.Send(context.Background(), message(to, "222222"))
 	}()
 	if out, _ := d.Deliver(context.Background(), older, 1); out != queue.Superseded {
 		t.Fatalf("%s, want superseded while it waited", out)
 	}
+	if err := <-resent; err != nil {
+		t.Fatal(err)
+	}
 	if r.sender.count() != 0 {
 		t.Fatal("the older code was sent after a resend")
 	}
-	if out, _ := d.Deliver(context.Background(), r.box.bodies[1], 1); out != queue.Delivered {
+	if out, _ := d.Deliver(context.Background(), r.box.last(), 1); out != queue.Delivered {
 		t.Fatalf("the resend: %s", out)
 	}
 }
