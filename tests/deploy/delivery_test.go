@@ -12,7 +12,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 )
 
-// The delivery queue (DeliveryMode queue, issue 31): what the template
+// The delivery queue (DeliveryMode queue, docs/delivery.md): what the template
 // builds for it, checked against what the deliver function and the
 // functions that queue read.
 

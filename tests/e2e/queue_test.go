@@ -98,9 +98,9 @@ rules:
 
 // TestABurstAboveTheProvidersRateIsQueuedNotRefused: 500 sends in a burst
 // against a provider that takes 20 a second: every one answered 202 at
-// once, every code delivered exactly once within 30 s, at the provider's
-// pace; a resend during the backlog delivers only the newer code (the one
-// that verifies).
+// once (the latencies are logged: go test -v), every code delivered
+// exactly once within 30 s, at the provider's pace; a resend during the
+// backlog delivers only the newer code (the one that verifies).
 func TestABurstAboveTheProvidersRateIsQueuedNotRefused(t *testing.T) {
 	s := newQueueStack(t, "burst", queueConfig, 20, 5)
 	const n, resent = 500, 10
@@ -134,8 +134,12 @@ func TestABurstAboveTheProvidersRateIsQueuedNotRefused(t *testing.T) {
 	slices.Sort(latencies)
 	t.Logf("%d sends answered in %s: p50 %s, p99 %s, max %s", n+resent, burst.Round(time.Millisecond),
 		latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)*99/100].Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
-	if p99 := latencies[len(latencies)*99/100]; p99 > 100*time.Millisecond {
-		t.Errorf("p99 of a queued send %s, want under 100ms", p99)
+	// answered without waiting for the provider: at its 20 a second a
+	// send waiting its turn would take seconds (direct mode: up to 2 s,
+	// then 503). The figures above are the measure (about 7 ms p50, 60 ms
+	// p99 on two calm cores); the bound is loose for a loaded machine.
+	if p99 := latencies[len(latencies)*99/100]; p99 > time.Second {
+		t.Errorf("p99 of a queued send %s: the send waited for the provider", p99)
 	}
 	for deadline := start.Add(60 * time.Second); len(s.aws.SMS()) < n && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 	}
