@@ -172,7 +172,6 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 	var msg guard.Message
 	if err == nil {
 		msg, err = s.message(dest, "login", "", code)
-		msg.Slot = "" // the session's own code: it supersedes no other
 	}
 	var blob []byte
 	if err == nil {

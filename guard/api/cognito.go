@@ -155,7 +155,6 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 	msg, err := s.cognitoMessage(dest, purpose, m)
 	// Cognito keeps its codes: a newer Cognito message of the same kind
 	// for the address supersedes this one, an otpguard send never does
-	msg.Slot = ""
 	if purpose != "" {
 		msg.Receipt = s.Guard.VoidReceipt(rec.decision)
 		msg.Slot = "cognito\x00" + dest.Key + "\x00" + m.Source

@@ -239,6 +239,7 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 	var msg guard.Message
 	if err == nil {
 		msg, err = s.message(dest, "signup", "", code)
+		msg.Slot = codeSlot(dest, "signup")
 	}
 	if err == nil {
 		err = s.Sender.Send(ctx, msg)

@@ -101,6 +101,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("internal_error", "the message could not be rendered"))
 		return
 	}
+	msg.Slot = codeSlot(dest, in.Purpose)
 	msg.Receipt = s.Guard.VoidReceipt(rec.decision) // a queued message given up on gives the send back
 	if err := s.Sender.Send(ctx, msg); err != nil {
 		s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
@@ -218,8 +219,13 @@ func (s *Server) message(dest guard.Destination, purpose, locale, code string) (
 	return guard.Message{
 		Channel: dest.Channel, To: dest.Address, Purpose: purpose, Locale: templates.Match(locale), Code: code,
 		Subject: content.Subject, Text: content.Text, HTML: content.HTML, TTL: s.Codes.TTL(),
-		Slot: "otp\x00" + dest.Key + "\x00" + purpose, // the code store's (destination, purpose)
 	}, nil
+}
+
+// codeSlot is the delivery queue's slot of a code the code store keeps
+// for (dest, purpose): a newer send's message supersedes a waiting one.
+func codeSlot(dest guard.Destination, purpose string) string {
+	return "otp\x00" + dest.Key + "\x00" + purpose
 }
 
 func otpRequest(action string, dest guard.Destination, purpose string) guard.Request {

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"crypto/aes"
 	"crypto/cipher"
 	"errors"
 	"log/slog"
@@ -70,11 +69,7 @@ func NewDeliverer(o DeliverOptions) (*Deliverer, error) {
 	if o.Redis == nil || len(o.SealKey) == 0 || o.Sender == nil || o.Void == nil {
 		return nil, errors.New("queue: a deliverer needs Redis, the seal key, a sender and the void settlement")
 	}
-	block, err := aes.NewCipher(o.SealKey)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
+	aead, err := sealer(o.SealKey)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +100,7 @@ func (e errStale) Error() string {
 // Deliver attempts the sealed job body on its receive-th receive (the
 // first is 1). For Retry it returns how long the message should wait.
 func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outcome, time.Duration) {
-	job, err := Open(d.aead, body)
+	job, err := open(d.aead, body)
 	if err != nil {
 		d.log.ErrorContext(ctx, "a queued message is dropped", "err", err)
 		return Malformed, 0

@@ -128,7 +128,7 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 	if o.TTL <= 0 {
 		o.TTL = 15 * time.Minute
 	}
-	aead, err := sealer(h.Secret)
+	aead, err := sealer(guard.DeriveKey(h.Secret, SealLabel))
 	if err != nil {
 		return nil, err
 	}
@@ -215,17 +215,18 @@ func (q *Queue) sealJob(j Job) (string, error) {
 	return base64.StdEncoding.EncodeToString(q.seal.Seal(nonce, nonce, plain, []byte("otpguard job"))), nil
 }
 
-// sealer is the jobs' AES-256-GCM, keyed from the secret.
-func sealer(secret []byte) (cipher.AEAD, error) {
-	block, err := aes.NewCipher(guard.DeriveKey(secret, SealLabel))
+// sealer is the jobs' AES-256-GCM under key (guard.DeriveKey of the
+// secret and SealLabel): what seals them and what opens them.
+func sealer(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
 	}
 	return cipher.NewGCM(block)
 }
 
-// Open is a job's body opened with the secret's key.
-func Open(aead cipher.AEAD, body string) (Job, error) {
+// open is a job's body opened with the secret's key.
+func open(aead cipher.AEAD, body string) (Job, error) {
 	var j Job
 	raw, err := base64.StdEncoding.DecodeString(body)
 	if err != nil || len(raw) < aead.NonceSize() {
