@@ -12,8 +12,12 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/internal/apigw"
+	"github.com/otpguard/otpguard/internal/delivery"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
+	"github.com/otpguard/otpguard/internal/lambdaapp"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 	"github.com/otpguard/otpguard/tests/internal/sqsdouble"
 )
 
@@ -77,7 +81,9 @@ func deliverBootstrapDelivers(t *testing.T, e *emulated, aws *awsfake.Server, rb
 // message is queued (goaws), and the deliver function's built bootstrap,
 // handed the queue's messages as SQS events, sends each code once: the
 // resent code only (the newest wins), and a redelivered batch sends
-// nothing more.
+// nothing more. A public send to the same number and purpose, queued
+// meanwhile, does not supersede the Cognito code (their codes live in
+// different stores): both are delivered.
 func TestTheCustomSendersQueueToo(t *testing.T) {
 	bin := t.TempDir()
 	sender, deliverer := buildBootstrap(t, bin, "cognitosend"), buildBootstrap(t, bin, "deliver")
@@ -101,6 +107,19 @@ func TestTheCustomSendersQueueToo(t *testing.T) {
 		}
 		t.Logf("custom sender %d answered in %s", i, time.Since(t0).Round(time.Millisecond))
 	}
+	// the public send function of the same stack (a config of its own: the
+	// Cognito one's account rule asks every send for an account)
+	aws.SetParameter("/otpguard/public-config", "otp: {ttl: 5m}\nstore: {timeout: 3s}\nrules:\n  - {name: sms-per-destination, action: otp.send, key: [destination], limit: 3, window: 1h}\n")
+	public := apigw.Handler(lambdaapp.Start(context.Background(), lambdaapp.Send, lambdaapp.Parts{Senders: delivery.Senders},
+		func(k string) string {
+			if k == "GUARD_CONFIG_PARAM" {
+				return "/otpguard/public-config"
+			}
+			return env[k]
+		}, &testutil.Buffer{}, &testutil.Buffer{}))
+	if r := apiCall(t, public, "POST", "/v1/otp/send", `{"channel":"sms","to":"+447911123456","purpose":"signup"}`, "198.51.100.20", false); r.StatusCode != 202 {
+		t.Fatalf("a public send: %d %s", r.StatusCode, r.Body)
+	}
 	if n := len(aws.SMS()); n != 0 {
 		t.Fatalf("%d SMS sent in the request, want them queued", n)
 	}
@@ -119,8 +138,18 @@ func TestTheCustomSendersQueueToo(t *testing.T) {
 		}
 	}
 	es.Close()
-	sms := aws.SMS()
-	if len(sms) != 1 || !strings.Contains(sms[0].Message, "271828") {
-		t.Fatalf("sent %+v, want the resent code only, once", sms)
+	var cognito, others int
+	for _, m := range aws.SMS() {
+		switch {
+		case strings.Contains(m.Message, "271828"):
+			cognito++
+		case strings.Contains(m.Message, "314159"):
+			t.Errorf("the superseded Cognito code was delivered")
+		default:
+			others++
+		}
+	}
+	if cognito != 1 || others != 1 {
+		t.Fatalf("sent %+v, want the resent Cognito code once and the public send's code once", aws.SMS())
 	}
 }
