@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -323,9 +324,17 @@ func TestTheQueueHoldsNoCodeOrAddressInClear(t *testing.T) {
 		r := newRig(t, rdb, queue.Options{})
 		const to, code = "+447946012345", "987654"
 		body := r.send(t, message(to, code))
+		raw, err := base64.StdEncoding.DecodeString(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := strings.Join(ledgerKeys(t), " ")
 		for _, clear := range []string{to, "7946012345", code} {
-			if strings.Contains(body, clear) {
+			if strings.Contains(body, clear) || strings.Contains(string(raw), clear) {
 				t.Fatalf("the queued body holds %q", clear)
+			}
+			if strings.Contains(keys, clear) {
+				t.Fatalf("a ledger key holds %q: %s", clear, keys)
 			}
 		}
 		if out, _ := r.d.Deliver(context.Background(), body, 1); out != queue.Delivered {
@@ -529,4 +538,29 @@ func TestAMessageWithoutASlotSupersedesNothing(t *testing.T) {
 			t.Fatal(out)
 		}
 	}
+}
+
+// ledgerKeys is every queue ledger key of the three backends (read with
+// clients of their own: the stack's cache user may not list keys).
+func ledgerKeys(t *testing.T) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var out []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, "og:{q*").Result()
+		mu.Lock()
+		out = append(out, keys...)
+		mu.Unlock()
+		return err
+	}
+	ctx := context.Background()
+	for _, err := range []error{scan(ctx, single.Client()), cluster.Client().ForEachMaster(ctx, scan), scan(ctx, double.Admin())} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no ledger key found: the check could not fail")
+	}
+	return out
 }
