@@ -59,12 +59,16 @@ lint:
 	@for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
 ## mutate: mutation testing (not part of test: hours on two cores): gremlins on each Go package of
-## MUTATE_PKGS, and tests/mutate's own mutator on otpguard.lua (each mutant against the store tests);
-## the kill rate per package and the surviving mutants. Runs under nice -n 19.
-MUTATE_PKGS ?= guard/token,guard/esdk,guard/captcha,guard/memstore,guard/api,guard,guard/redisstore
+## MUTATE_PKGS (each mutant against its package's tests); tests/mutate's own Go mutator on each
+## package of MUTATE_OWN, whose behaviour is tested mostly outside it (pkg=stage|stage: each mutant
+## through go test -overlay against a stage's test packages, the next stage while it survives);
+## its mutator on otpguard.lua (against the store tests); the kill rate per package and the
+## surviving mutants. Runs under nice -n 19.
+MUTATE_PKGS ?= guard/token,guard/esdk,guard/captcha,guard/memstore,guard/redisstore
+MUTATE_OWN  ?= guard=./guard|./guard/memstore,./guard/api,./internal/app,./internal/triggers|./guard/redisstore;guard/api=./guard/api,./internal/triggers|./internal/app
 MUTATE_LUA  ?= true
 mutate: redis-server
-	cd tests/mutate && nice -n 19 $(GO) run . -root ../.. -pkgs '$(MUTATE_PKGS)' -lua=$(MUTATE_LUA) $(MUTATE_FLAGS)
+	cd tests/mutate && nice -n 19 $(GO) run . -root ../.. -pkgs '$(MUTATE_PKGS)' -own '$(MUTATE_OWN)' -lua=$(MUTATE_LUA) $(MUTATE_FLAGS)
 
 ## bench: otpguard side by side with redis_rate, ulule/limiter, throttled and a raw Lua floor on
 ## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases); then the

@@ -36,11 +36,16 @@ import (
 )
 
 // The packages the issue holds to a kill rate, and others worth a look.
-var defaultPackages = "guard/token,guard/esdk,guard/captcha,guard/memstore,guard/api,guard,guard/redisstore"
+var defaultPackages = "guard/token,guard/esdk,guard/captcha,guard/memstore,guard/redisstore"
+
+// The packages tested mostly outside them, for our own mutator (gomut.go):
+// each with the test packages that exercise it.
+var defaultOwn = "guard=./guard|./guard/memstore,./guard/api,./internal/app,./internal/triggers|./guard/redisstore;guard/api=./guard/api,./internal/triggers|./internal/app"
 
 func main() {
 	root := flag.String("root", "../..", "the product module's root")
 	pkgs := flag.String("pkgs", defaultPackages, "comma-separated Go packages (relative to root) for gremlins; empty for none")
+	own := flag.String("own", defaultOwn, "packages for our own Go mutator, each with its tests in stages (a stage runs while the mutant survives): pkg=./quick,./other|./slow;pkg2=...; empty for none")
 	lua := flag.Bool("lua", true, "mutate guard/redisstore/otpguard.lua too")
 	workers := flag.Int("workers", 1, "gremlins workers (each a copy of the module running tests)")
 	luaLimit := flag.Int("lua-limit", 0, "mutate at most this many Lua mutants (0: all), spread over the file")
@@ -74,6 +79,22 @@ func main() {
 			if p = strings.TrimSpace(p); p != "" {
 				results = append(results, gremlins(bin, clean, p, *workers, *out, equiv))
 			}
+		}
+	}
+	if *own != "" {
+		clean, err := copyModule(*root)
+		check(err)
+		defer os.RemoveAll(clean)
+		for _, spec := range strings.Split(*own, ";") {
+			pkg, tests, ok := strings.Cut(strings.TrimSpace(spec), "=")
+			if !ok || pkg == "" || tests == "" {
+				check(fmt.Errorf("-own: %q is not pkg=./tests,./more|./slower", spec))
+			}
+			var stages [][]string
+			for _, stage := range strings.Split(tests, "|") {
+				stages = append(stages, strings.Split(stage, ","))
+			}
+			results = append(results, goRun(clean, pkg, stages, *workers, *out, equiv))
 		}
 	}
 	if *lua {
