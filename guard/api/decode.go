@@ -19,8 +19,8 @@ import (
 const MaxBody = 8 << 10
 
 // fields describes the members a JSON object may have: each name maps to
-// a *string, a *map[string]string (an object of strings), or a fields (a
-// nested object of known members).
+// a *string, a *bool, a *map[string]string (an object of strings), or a
+// fields (a nested object of known members).
 type fields map[string]any
 
 // decode reads r's body as one JSON object whose members are some of f,
@@ -165,6 +165,12 @@ func (d *decoder) value(name string, dst any) error {
 			return nil
 		}
 		d.errs[name] = "must be a string"
+	case *bool:
+		if b, ok := t.(bool); ok {
+			*dst = b
+			return nil
+		}
+		d.errs[name] = "must be true or false"
 	case *map[string]string:
 		if t == json.Delim('{') {
 			return d.strings(name, dst)
