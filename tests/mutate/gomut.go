@@ -137,7 +137,7 @@ func (b coverBlock) holds(line, col int) bool {
 // each stage (go package patterns, relative to root) on each covered
 // mutant, the next stage only while the mutant survives: the package's
 // own quick tests first, the slow ones (real Redis) for what they missed.
-func goRun(root, pkg string, stages [][]string, workers int, out string, equiv map[string]string) result {
+func goRun(root, pkg string, stages [][]string, workers, sample int, out string, equiv map[string]string) result {
 	var tests, names []string
 	for _, s := range stages {
 		tests = append(tests, s...)
@@ -183,7 +183,19 @@ func goRun(root, pkg string, stages [][]string, workers int, out string, equiv m
 		where, key := goWhere(pkg, m)
 		if _, ok := equiv[key]; !ok {
 			r.survivors = append(r.survivors, where+"  [not covered]\n      equivalent.txt key: "+key)
+			r.uncovered++
 		}
+	}
+	if sample > 0 && sample < len(covered) {
+		// an even spread over the package: the rate is then an estimate
+		var some []goMutant
+		for i := range sample {
+			some = append(some, covered[i*len(covered)/sample])
+		}
+		r.name += fmt.Sprintf(" [a sample of %d of %d covered]", sample, len(covered))
+		r.sampled = len(covered) - sample
+		r.scale = float64(len(covered)) / float64(sample)
+		covered = some
 	}
 	// the baseline, to size each mutant's timeout
 	t0 := time.Now()

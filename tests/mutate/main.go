@@ -48,6 +48,7 @@ func main() {
 	own := flag.String("own", defaultOwn, "packages for our own Go mutator, each with its tests in stages (a stage runs while the mutant survives): pkg=./quick,./other|./slow;pkg2=...; empty for none")
 	lua := flag.Bool("lua", true, "mutate guard/redisstore/otpguard.lua too")
 	workers := flag.Int("workers", 1, "gremlins workers (each a copy of the module running tests)")
+	goSample := flag.Int("sample", 0, "run at most this many covered mutants of each -own package (0: all), spread over it: the rate is then an estimate")
 	luaLimit := flag.Int("lua-limit", 0, "mutate at most this many Lua mutants (0: all), spread over the file")
 	out := flag.String("out", "", "a folder for the raw results (default: a temporary one)")
 	flag.Parse()
@@ -94,7 +95,7 @@ func main() {
 			for _, stage := range strings.Split(tests, "|") {
 				stages = append(stages, strings.Split(stage, ","))
 			}
-			results = append(results, goRun(clean, pkg, stages, *workers, *out, equiv))
+			results = append(results, goRun(clean, pkg, stages, *workers, *goSample, *out, equiv))
 		}
 	}
 	if *lua {
@@ -105,8 +106,13 @@ func main() {
 	fmt.Println("package                     mutants  killed  survived  equivalent  not covered  not viable  kill rate")
 	for _, r := range results {
 		rate := "-"
-		if n := r.killed + len(r.survivors); n > 0 {
-			rate = fmt.Sprintf("%.1f%%", 100*float64(r.killed)/float64(n))
+		scale := max(r.scale, 1)
+		killed, lived := scale*float64(r.killed), scale*float64(len(r.survivors)-r.uncovered)+float64(r.uncovered)
+		if killed+lived > 0 {
+			rate = fmt.Sprintf("%.1f%%", 100*killed/(killed+lived))
+			if r.scale > 1 {
+				rate = "~" + rate // estimated from a sample
+			}
 		}
 		fmt.Printf("%-27s %7d %7d %9d %11d %12d %11d %10s\n", r.name, r.total, r.killed, len(r.survivors), len(r.equivalent), r.notCovered, r.notViable, rate)
 	}
@@ -126,6 +132,9 @@ type result struct {
 	name                  string
 	total, killed         int
 	notCovered, notViable int
+	sampled               int     // covered mutants left out of a sample
+	scale                 float64 // covered / sampled: what each mutant run stands for
+	uncovered             int     // survivors that no test runs (never sampled)
 	survivors, equivalent []string
 }
 
