@@ -1,0 +1,230 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/events"
+	"github.com/otpguard/otpguard/internal/app"
+)
+
+// published keeps the security events.
+type published struct {
+	mu sync.Mutex
+	es []events.Event
+}
+
+func (p *published) Publish(_ context.Context, e events.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.es = append(p.es, e)
+	return nil
+}
+
+func (p *published) of(kind string) []events.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []events.Event
+	for _, e := range p.es {
+		if e.DetailType == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// syncBuffer is a log sink the handlers may write from any goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) records(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestEventsAndDecisionRecords: a lockout, a tripped global budget and an
+// administrator's unblock are published once each, with fingerprints;
+// every request leaves one decision record with its rules (and the
+// platform's request id); no log line or event holds the address, the
+// IP, the code or the password.
+func TestEventsAndDecisionRecords(t *testing.T) {
+	logs, pub := &syncBuffer{}, &published{}
+	h, out := serve(t, `rules:
+  - {name: locks, action: login, key: [account], count: failures, limit: 1, window: 1h, lockout: {initial: 10m, factor: 2, max: 1h}}
+  - {name: cap, action: otp.send, key: [global], limit: 1, window: 1h}
+  - {name: per-ip, action: otp.send, key: [ip], limit: 1, window: 1h, mode: shadow}
+`, func(s *app.Settings) {
+		s.Log = slog.New(slog.NewJSONHandler(logs, nil))
+		s.Events = pub
+		s.Caller = func(*http.Request) string { return "arn:aws:iam::123456789012:role/ops" }
+	})
+	const password = "correct horse battery staple"
+	login := func(pw string) int {
+		t.Helper()
+		w, _ := call(t, h, "POST", "/v1/login", map[string]string{"username": "ann@example.com", "password": pw}, false)
+		return w.Code
+	}
+	if c := login("wrong password one"); c != 401 {
+		t.Fatalf("a wrong password: %d", c)
+	}
+	if c := login("wrong password two"); c != 429 {
+		t.Fatalf("past the failures: %d", c)
+	}
+	if c := login(password); c != 429 {
+		t.Fatalf("the right password while locked: %d", c)
+	}
+	locks := pub.of(events.LockoutStarted)
+	if len(locks) != 1 {
+		t.Fatalf("lockout events: %+v", pub.es)
+	}
+	d := locks[0].Detail
+	if d["rule"] != "locks" || d["action"] != "login" || !slices.Equal(d["dimensions"].([]string), []string{"account"}) {
+		t.Errorf("lockout: %v", d)
+	}
+	if s, _ := d["lockedForSeconds"].(int); s < 1 || s > 600 {
+		t.Errorf("lockedForSeconds %v", d["lockedForSeconds"])
+	}
+	subject, _ := d["subject"].(string)
+	if subject == "" {
+		t.Errorf("the lockout names its subject by fingerprint: %v", d)
+	}
+
+	r := httptest.NewRequest("POST", "/v1/otp/send", strings.NewReader(`{"to":"ann@example.com","channel":"email","purpose":"login"}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.RemoteAddr = "198.51.100.7:4000"
+	r = r.WithContext(api.WithRequestID(r.Context(), "req-7f3a"))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 202 && w.Code != 200 {
+		t.Fatalf("send: %d %s", w.Code, w.Body)
+	}
+	code := out.last(t).Code
+	for range 2 {
+		if w, _ := call(t, h, "POST", "/v1/otp/send", map[string]string{"to": "bob@example.com", "channel": "email", "purpose": "login"}, false); w.Code != 429 {
+			t.Fatalf("past the global cap: %d", w.Code)
+		}
+	}
+	budget := pub.of(events.BudgetTripped)
+	if len(budget) != 1 || budget[0].Detail["rule"] != "cap" || budget[0].Detail["kind"] != "global" || budget[0].Detail["subject"] != "" {
+		t.Fatalf("budget events: %+v", budget)
+	}
+	if s, _ := budget[0].Detail["retryAfterSeconds"].(int); s < 1 || s > 3600 {
+		t.Errorf("retryAfterSeconds %v", budget[0].Detail)
+	}
+
+	if w, _ := call(t, h, "DELETE", "/v1/blocks/account/ann@example.com", nil, true); w.Code != 204 {
+		t.Fatalf("unblock: %d", w.Code)
+	}
+	un := pub.of(events.AdminUnblock)
+	if len(un) != 1 || un[0].Detail["caller"] != "arn:aws:iam::123456789012:role/ops" || un[0].Detail["dimension"] != "account" ||
+		!slices.Equal(un[0].Detail["rules"].([]string), []string{"locks"}) || un[0].Detail["subject"] != subject {
+		t.Fatalf("unblock events: %+v (the lockout's subject %q)", un, subject)
+	}
+	if c := login(password); c != 200 {
+		t.Errorf("the right password after the unblock: %d", c)
+	}
+
+	recs := logs.records(t)
+	var decisions []map[string]any
+	for _, rec := range recs {
+		if rec["msg"] == "decision" {
+			decisions = append(decisions, rec)
+		}
+	}
+	// four logins, three sends
+	if len(decisions) != 7 {
+		t.Fatalf("%d decision records: %v", len(decisions), decisions)
+	}
+	want := []struct{ action, outcome, rules string }{
+		{"login", "invalid_credentials", `^locks=allowed/0$`},
+		{"login", "rate_limited", `^locks=denied/0/locked$`},
+		{"login", "rate_limited", `^locks=denied/0/locked$`},
+		{"otp.send", "", `^cap=allowed/0 per-ip=allowed/0/shadow$`},
+		{"otp.send", "rate_limited", `^cap=denied/0 per-ip=skipped$`},
+		{"otp.send", "rate_limited", `^cap=denied/0/cached per-ip=skipped$`},
+	}
+	for i, w := range want {
+		rec := decisions[i]
+		if rec["action"] != w.action || (w.outcome != "" && rec["outcome"] != w.outcome) || !regexp.MustCompile(w.rules).MatchString(rec["rules"].(string)) {
+			t.Errorf("record %d: %v, want %+v", i, rec, w)
+		}
+	}
+	if decisions[3]["requestId"] != "req-7f3a" || decisions[4]["requestId"] != nil {
+		t.Errorf("the request id rides on its own record only: %v / %v", decisions[3], decisions[4])
+	}
+	if decisions[1]["allowed"] != false || decisions[1]["deniedBy"] != "locks" || decisions[0]["allowed"] != true {
+		t.Errorf("allowed and deniedBy: %v / %v", decisions[0], decisions[1])
+	}
+	all := logs.b.String()
+	for _, e := range pub.es {
+		b, _ := json.Marshal(e)
+		all += string(b)
+	}
+	for _, secret := range []string{"ann@example.com", "bob@example.com", "198.51.100.7", password, "wrong password", code} {
+		if strings.Contains(all, secret) {
+			t.Errorf("the logs or events hold %q", secret)
+		}
+	}
+}
+
+// TestRevokedDevicesAreUntrusted: a device token an account earned is
+// trusted until the account's devices are revoked, then never again.
+func TestRevokedDevicesAreUntrusted(t *testing.T) {
+	h, _ := serve(t, `rules:
+  - {name: strangers, action: login, key: [account], limit: 50, window: 1h, when: {device: untrusted}}
+`, nil)
+	sub := map[string]string{"account": "ann", "ip": "203.0.113.9"}
+	_, m := call(t, h, "POST", "/v1/outcomes", map[string]any{"action": "login", "subject": sub, "outcome": "success", "issueDevice": true}, true)
+	tok, _ := m["deviceToken"].(string)
+	if tok == "" {
+		t.Fatalf("no device token: %v", m)
+	}
+	device := func() string {
+		t.Helper()
+		_, m := call(t, h, "POST", "/v1/decisions", map[string]any{"action": "login", "subject": map[string]string{"account": "ann", "ip": "203.0.113.9", "device": tok}}, true)
+		d, _ := m["device"].(string)
+		return d
+	}
+	if d := device(); d != "trusted" {
+		t.Fatalf("a fresh device token: %q", d)
+	}
+	if w, _ := call(t, h, "DELETE", "/v1/devices/ann", nil, true); w.Code != 204 || w.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("revoke: %d", w.Code)
+	}
+	if d := device(); d != "untrusted" {
+		t.Errorf("after the revocation: %q", d)
+	}
+	w, m := call(t, h, "DELETE", "/v1/devices/"+strings.Repeat("a", 300), nil, true)
+	problemOf(t, w, m, 400, "invalid_request")
+	if w, _ := call(t, h, "DELETE", "/v1/devices/ann", nil, false); w.Code != 401 {
+		t.Errorf("revoking without the backend's credentials: %d", w.Code)
+	}
+}
