@@ -1,0 +1,121 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/otpguard/otpguard/internal/app"
+)
+
+// TestLoginAnswers: a login's fields are checked before the store; a
+// wrong password is a 401 that counts as a failure; the right one signs a
+// password token for the account and gives it a device token; a
+// deployment without an authenticator answers 503.
+func TestLoginAnswers(t *testing.T) {
+	h, _ := serve(t, "rules:\n  - {name: fails, action: login, key: [account], count: failures, limit: 2, window: 1h}\n", nil)
+	for _, c := range []struct {
+		body  map[string]string
+		field string
+		want  string
+	}{
+		{map[string]string{"username": "", "password": "x"}, "username", ""},
+		{map[string]string{"username": "ann@example.com", "password": ""}, "password", "required"},
+		{map[string]string{"username": "ann@example.com", "password": strings.Repeat("é", 257)}, "password", "must be at most 256 characters"},
+	} {
+		w, m := call(t, h, "POST", "/v1/login", c.body, false)
+		problemOf(t, w, m, 400, "invalid_request")
+		got, ok := errorsOf(m)[c.field].(string)
+		if !ok || (c.want != "" && got != c.want) || len(errorsOf(m)) != 1 {
+			t.Errorf("%v: errors %v, want only %s: %q", c.body, errorsOf(m), c.field, c.want)
+		}
+	}
+	// 256 characters (of two bytes each) is a password, wrong
+	w, m := call(t, h, "POST", "/v1/login", map[string]string{"username": "ann@example.com", "password": strings.Repeat("é", 256)}, false)
+	problemOf(t, w, m, 401, "invalid_credentials")
+	w, m = call(t, h, "POST", "/v1/login", map[string]string{"username": "ann@example.com", "password": "correct horse battery staple"}, false)
+	if w.Code != 200 || m["status"] != "authenticated" || w.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("the right password: %d %v", w.Code, m)
+	}
+	claims := jwtClaims(t, m["token"])
+	if claims["sub"] != "ann@example.com" || claims["purpose"] != "login" {
+		t.Errorf("claims %v", claims)
+	}
+	if dt, _ := m["deviceToken"].(string); dt == "" {
+		t.Errorf("no device token: %v", m)
+	}
+	// the success gave its own attempt back, not the earlier failure's:
+	// one more wrong password fills the failures rule
+	for i, want := range []int{401, 429} {
+		if w, _ := call(t, h, "POST", "/v1/login", map[string]string{"username": "ann@example.com", "password": "wrong wrong wrong"}, false); w.Code != want {
+			t.Fatalf("wrong password %d: %d, want %d", i+1, w.Code, want)
+		}
+	}
+
+	none, _ := serve(t, "", func(s *app.Settings) { s.Auth = nil })
+	w, m = call(t, none, "POST", "/v1/login", map[string]string{"username": "ann@example.com", "password": "correct horse battery staple"}, false)
+	problemOf(t, w, m, 503, "upstream_unavailable")
+	w, m = call(t, none, "POST", "/v1/signup", map[string]string{"email": "new@example.com", "password": "a long enough passphrase"}, false)
+	problemOf(t, w, m, 503, "upstream_unavailable")
+}
+
+// TestSignupAnswers: a signup's fields are checked (the password policy,
+// the attributes allowed); every accepted signup answers the same 202
+// and sends a code, for a new address or a registered one; the code
+// confirms the account, which then logs in.
+func TestSignupAnswers(t *testing.T) {
+	h, out := serve(t, "", nil)
+	const pw = "a long enough passphrase"
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+		want  string
+	}{
+		{map[string]any{"email": "nope", "password": pw}, "email", ""},
+		{map[string]any{"email": "new@example.com", "password": "short"}, "password", "must be at least 8 characters"},
+		{map[string]any{"email": "new@example.com", "password": "password123"}, "password", "is one of the most common passwords; choose another"},
+		{map[string]any{"email": "new@example.com", "password": pw, "attributes": map[string]string{"bad name": "x"}}, "attributes.bad name", "attribute names are letters, digits, '_', '-' and ':', at most 64"},
+		{map[string]any{"email": "new@example.com", "password": pw, "attributes": map[string]string{strings.Repeat("a", 65): "x"}}, "attributes." + strings.Repeat("a", 65), "attribute names are letters, digits, '_', '-' and ':', at most 64"},
+		{map[string]any{"email": "new@example.com", "password": pw, "attributes": map[string]string{strings.Repeat("a", 64): "x"}}, "attributes." + strings.Repeat("a", 64), "not accepted at signup (signup.attributes: name, given_name, family_name, locale, zoneinfo)"},
+		{map[string]any{"email": "new@example.com", "password": pw, "attributes": map[string]string{"x:y_Z-9": "x"}}, "attributes.x:y_Z-9", "not accepted at signup (signup.attributes: name, given_name, family_name, locale, zoneinfo)"},
+		{map[string]any{"email": "new@example.com", "password": pw, "attributes": map[string]string{"nickname": "x"}}, "attributes.nickname", "not accepted at signup (signup.attributes: name, given_name, family_name, locale, zoneinfo)"},
+		{map[string]any{"email": "new@example.com", "password": pw, "attributes": map[string]string{"name": strings.Repeat("n", 2049)}}, "attributes.name", "must be at most 2048 characters"},
+	} {
+		w, m := call(t, h, "POST", "/v1/signup", c.body, false)
+		problemOf(t, w, m, 400, "invalid_request")
+		got, ok := errorsOf(m)[c.field].(string)
+		if !ok || (c.want != "" && got != c.want) || len(errorsOf(m)) != 1 {
+			t.Errorf("%v: errors %v, want only %s: %q", c.body, errorsOf(m), c.field, c.want)
+		}
+	}
+	if len(out.msgs) != 0 {
+		t.Fatalf("a refused signup sent %d messages", len(out.msgs))
+	}
+	attrs := map[string]string{"name": strings.Repeat("n", 2048), "locale": "fr-CA"}
+	for i, email := range []string{"new@example.com", "ann@example.com"} {
+		w, m := call(t, h, "POST", "/v1/signup", map[string]any{"email": email, "password": pw, "attributes": attrs}, false)
+		if w.Code != 202 || m["status"] != "pending" || len(m) != 1 {
+			t.Fatalf("signup of %s: %d %v", email, w.Code, m)
+		}
+		if len(out.msgs) != i+1 {
+			t.Fatalf("signup of %s: %d messages", email, len(out.msgs))
+		}
+		if msg := out.last(t); msg.To != email || msg.Purpose != "signup" || len(msg.Code) != 6 || msg.Slot == "" {
+			t.Errorf("the signup code: %+v", msg)
+		}
+	}
+	code := out.msgs[0].Code
+	login := map[string]string{"username": "new@example.com", "password": pw}
+	if w, _ := call(t, h, "POST", "/v1/login", login, false); w.Code != 401 {
+		t.Fatalf("an unconfirmed account logs in: %d", w.Code)
+	}
+	if w, m := call(t, h, "POST", "/v1/otp/verify", map[string]string{"to": "new@example.com", "purpose": "signup", "code": code}, false); w.Code != 200 {
+		t.Fatalf("the signup code: %d %v", w.Code, m)
+	}
+	if w, m := call(t, h, "POST", "/v1/login", login, false); w.Code != 200 || m["status"] != "authenticated" {
+		t.Errorf("the confirmed account: %d %v", w.Code, m)
+	}
+	// a registered account keeps its password
+	if w, _ := call(t, h, "POST", "/v1/login", map[string]string{"username": "ann@example.com", "password": pw}, false); w.Code != 401 {
+		t.Errorf("a signup changed a confirmed account's password: %d", w.Code)
+	}
+}
