@@ -119,3 +119,97 @@ func TestSignupAnswers(t *testing.T) {
 		t.Errorf("a signup changed a confirmed account's password: %d", w.Code)
 	}
 }
+
+// TestStepUpAnswers: a challenged login with the right password gets a
+// session and a code at the account's verified address (masked in the
+// answer); the session's fields are checked; a wrong code, an unknown or
+// malformed session and a replay are 401s; the right code answers as the
+// login would have, once. Without a way to send, the rule's fallback
+// decides; the login.stepup rules bound the codes.
+func TestStepUpAnswers(t *testing.T) {
+	const rule = "  - {name: stepup, action: login, key: [global], limit: 1, window: 1h, mode: challenge}\n"
+	h, out := serve(t, "rules:\n"+rule, nil)
+	login := map[string]string{"username": "ann@example.com", "password": "correct horse battery staple"}
+	if w, m := call(t, h, "POST", "/v1/login", login, false); w.Code != 200 || m["status"] != "authenticated" {
+		t.Fatalf("the first login: %d %v", w.Code, m)
+	}
+	if w, m := call(t, h, "POST", "/v1/login", map[string]string{"username": "ann@example.com", "password": "wrong wrong wrong"}, false); w.Code != 401 || len(out.msgs) != 0 {
+		t.Fatalf("a wrong password is no challenge: %d %v, %d messages", w.Code, m, len(out.msgs))
+	}
+	w, m := call(t, h, "POST", "/v1/login", login, false)
+	session, _ := m["session"].(string)
+	if w.Code != 200 || m["status"] != "challenge" || m["challengeName"] != "EMAIL_OTP" || m["to"] != "a***@example.com" || len(session) != 22 {
+		t.Fatalf("a challenged login: %d %v", w.Code, m)
+	}
+	code := out.last(t).Code
+	for _, c := range []struct {
+		body   map[string]string
+		fields []string
+	}{
+		{map[string]string{"session": "", "code": code}, []string{"session"}},
+		{map[string]string{"session": session, "code": "12345"}, []string{"code"}},
+		{map[string]string{"session": "", "code": "x"}, []string{"session", "code"}},
+	} {
+		w, m := call(t, h, "POST", "/v1/login/challenge", c.body, false)
+		problemOf(t, w, m, 400, "invalid_request")
+		if len(errorsOf(m)) != len(c.fields) {
+			t.Errorf("%v: errors %v, want %v", c.body, errorsOf(m), c.fields)
+		}
+		for _, f := range c.fields {
+			if _, ok := errorsOf(m)[f]; !ok {
+				t.Errorf("%v: errors %v, want %v", c.body, errorsOf(m), c.fields)
+			}
+		}
+	}
+	wrong := "000000"
+	if code == wrong {
+		wrong = "000001"
+	}
+	for _, body := range []map[string]string{
+		{"session": session, "code": wrong},
+		{"session": session[:21], "code": code},
+		{"session": session + "A", "code": code},
+		{"session": strings.Repeat("A", 22), "code": code},
+	} {
+		w, m := call(t, h, "POST", "/v1/login/challenge", body, false)
+		problemOf(t, w, m, 401, "invalid_credentials")
+	}
+	w, m = call(t, h, "POST", "/v1/login/challenge", map[string]string{"session": session, "code": code}, false)
+	if w.Code != 200 || m["status"] != "authenticated" || jwtClaims(t, m["token"])["sub"] != "ann@example.com" {
+		t.Fatalf("the right code: %d %v", w.Code, m)
+	}
+	if dt, _ := m["deviceToken"].(string); dt == "" {
+		t.Errorf("no device token: %v", m)
+	}
+	w, m = call(t, h, "POST", "/v1/login/challenge", map[string]string{"session": session, "code": code}, false)
+	problemOf(t, w, m, 401, "invalid_credentials")
+
+	// no way to send: the fallback decides
+	for _, c := range []struct {
+		fallback string
+		status   int
+	}{{"deny", 429}, {"allow", 200}} {
+		h, _ := serve(t, "rules:\n  - {name: stepup, action: login, key: [global], limit: 1, window: 1h, mode: challenge, fallback: "+c.fallback+"}\n",
+			func(s *app.Settings) { s.Senders = nil })
+		call(t, h, "POST", "/v1/login", login, false)
+		w, m := call(t, h, "POST", "/v1/login", login, false)
+		if w.Code != c.status {
+			t.Errorf("fallback %s without a sender: %d %v", c.fallback, w.Code, m)
+		}
+		if c.status == 429 && (m["rule"] != "stepup" || w.Header().Get("Retry-After") == "") {
+			t.Errorf("fallback deny: %v %v", m, w.Header())
+		}
+	}
+
+	// at most one step-up code an hour for the account
+	h, out = serve(t, "rules:\n"+rule+"  - {name: codes, action: login.stepup, key: [account], limit: 1, window: 1h}\n", nil)
+	call(t, h, "POST", "/v1/login", login, false)
+	if w, m := call(t, h, "POST", "/v1/login", login, false); w.Code != 200 || m["status"] != "challenge" {
+		t.Fatalf("the first challenge: %d %v", w.Code, m)
+	}
+	w, m = call(t, h, "POST", "/v1/login", login, false)
+	problemOf(t, w, m, 429, "rate_limited")
+	if m["rule"] != "codes" || len(out.msgs) != 1 {
+		t.Errorf("the second challenge within the hour: %v, %d messages", m, len(out.msgs))
+	}
+}
