@@ -1,0 +1,112 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/memstore"
+)
+
+// recorder is a sender that keeps what it was given and the context's
+// deadline.
+type recorder struct {
+	mu        sync.Mutex
+	sent      []guard.Message
+	deadlines []time.Time
+}
+
+func (r *recorder) Send(ctx context.Context, m guard.Message) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, _ := ctx.Deadline()
+	r.sent, r.deadlines = append(r.sent, m), append(r.deadlines, d)
+	return nil
+}
+
+type failingStore struct{}
+
+func (failingStore) Do(context.Context, []guard.Op) ([]guard.OpResult, error) {
+	return nil, guard.ErrStoreUnavailable
+}
+
+// TestByChannel: each message goes to its channel's sender; a channel
+// without one is unavailable and nothing is sent.
+func TestByChannel(t *testing.T) {
+	mail := &recorder{}
+	b := api.ByChannel{guard.Email: mail, guard.SMS: nil}
+	if err := b.Send(context.Background(), guard.Message{Channel: guard.Email, To: "a@example.com"}); err != nil || len(mail.sent) != 1 {
+		t.Fatalf("email: %v, %d sent", err, len(mail.sent))
+	}
+	for _, m := range []guard.Message{{Channel: guard.SMS}, {Channel: "voice"}} {
+		if err := b.Send(context.Background(), m); !errors.Is(err, guard.ErrDeliveryUnavailable) {
+			t.Errorf("%s: %v", m.Channel, err)
+		}
+	}
+	if len(mail.sent) != 1 {
+		t.Errorf("%d sent", len(mail.sent))
+	}
+}
+
+// TestTimed: each send runs under the bound.
+func TestTimed(t *testing.T) {
+	r := &recorder{}
+	before := time.Now()
+	if err := api.Timed(r, 3*time.Second).Send(context.Background(), guard.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.deadlines[0]; d.IsZero() || d.Before(before.Add(3*time.Second)) || d.After(time.Now().Add(3*time.Second)) {
+		t.Errorf("deadline %v, sent between %v and now, bound 3s", d, before)
+	}
+}
+
+// TestPaced: sends within the pace go at once; one whose turn is further
+// than the wait allowed is unavailable and books nothing; one that waits
+// goes when its turn comes, after the before-send check, whose error
+// stops it; a store that fails makes the send unavailable.
+func TestPaced(t *testing.T) {
+	ctx := context.Background()
+	p, err := guard.NewPacer(memstore.New(time.Now), "ses", 2, time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{}
+	now := api.Paced(r, p, 0)
+	for i := range 2 {
+		if err := now.Send(ctx, guard.Message{}); err != nil {
+			t.Fatalf("send %d: %v", i+1, err)
+		}
+	}
+	if err := now.Send(ctx, guard.Message{}); !errors.Is(err, guard.ErrDeliveryUnavailable) || len(r.sent) != 2 {
+		t.Fatalf("a third at once: %v, %d sent", err, len(r.sent))
+	}
+	waits := api.Paced(r, p, 2*time.Second)
+	var checked time.Duration
+	start := time.Now()
+	stop := errors.New("superseded")
+	cctx := api.WithBeforeSend(ctx, func(context.Context) error { checked = time.Since(start); return stop })
+	if err := waits.Send(cctx, guard.Message{}); err != stop || len(r.sent) != 2 {
+		t.Fatalf("a check's error: %v, %d sent", err, len(r.sent))
+	}
+	if checked < 300*time.Millisecond {
+		t.Errorf("the check ran after %s, before the turn (≈ 500ms)", checked)
+	}
+	start = time.Now()
+	if err := waits.Send(ctx, guard.Message{}); err != nil || len(r.sent) != 3 {
+		t.Fatalf("a send that waits: %v, %d sent", err, len(r.sent))
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("sent after %s, before its turn (≈ 500ms)", d)
+	}
+	broken, _ := guard.NewPacer(failingStore{}, "ses", 2, time.Second, time.Second)
+	if err := api.Paced(r, broken, time.Second).Send(ctx, guard.Message{}); !errors.Is(err, guard.ErrDeliveryUnavailable) || len(r.sent) != 3 {
+		t.Errorf("a failing store: %v", err)
+	}
+	if _, err := guard.NewPacer(failingStore{}, "x", 0, time.Second, time.Second); err == nil {
+		t.Error("a pacer of limit 0")
+	}
+}
