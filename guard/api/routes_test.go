@@ -36,6 +36,12 @@ func serve(t *testing.T, doc string, edit func(*app.Settings)) (http.Handler, *o
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
+	return serveOn(t, srv, doc, edit)
+}
+
+// serveOn is serve on the embedded Redis srv (a test may stop it).
+func serveOn(t *testing.T, srv *localredis.Server, doc string, edit func(*app.Settings)) (http.Handler, *outbox) {
+	t.Helper()
 	cfg, err := guard.ParseConfig([]byte("store: {timeout: 10s}\n" + doc))
 	if err != nil {
 		t.Fatal(err)
@@ -502,4 +508,50 @@ func TestBlocks(t *testing.T) {
 	if st := state("/v1/blocks/account/cat"); st["locks"]["locked"] != false {
 		t.Errorf("after the unblock: %v", st)
 	}
+}
+
+// TestWhileRedisFails: a rule with onStoreError deny answers 503 (nothing
+// sent, no code checked), one with allow is decided by the in-process
+// backstop; the internal routes answer 503; health says so. Nothing is a
+// 500.
+func TestWhileRedisFails(t *testing.T) {
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, out := serveOn(t, srv, `rules:
+  - {name: sends, action: otp.send, key: [destination], limit: 5, window: 1h, onStoreError: deny}
+  - {name: logins, action: login, key: [account], limit: 1, window: 1h, onStoreError: allow}
+`, nil)
+	login := map[string]string{"username": "ann@example.com", "password": "correct horse battery staple"}
+	if w, m := call(t, h, "POST", "/v1/login", login, false); w.Code != 200 {
+		t.Fatalf("a login while Redis answers: %d %v", w.Code, m)
+	}
+	srv.Close()
+	w, m := call(t, h, "POST", "/v1/otp/send", map[string]string{"to": "ann@example.com", "channel": "email", "purpose": "login"}, false)
+	problemOf(t, w, m, 503, "store_unavailable")
+	if len(out.msgs) != 0 || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("a send while Redis fails: %d messages, %v", len(out.msgs), w.Header())
+	}
+	// the backstop counts from what Redis last said: the hour's login
+	// was spent
+	w, m = call(t, h, "POST", "/v1/login", login, false)
+	problemOf(t, w, m, 429, "rate_limited")
+	if m["rule"] != "logins" {
+		t.Errorf("the backstop's denial: %v", m)
+	}
+	w, m = call(t, h, "POST", "/v1/otp/verify", map[string]string{"to": "ann@example.com", "purpose": "login", "code": "123456"}, false)
+	if w.Code != 503 {
+		t.Errorf("a verify while Redis fails: %d %v", w.Code, m)
+	}
+	for _, c := range []struct{ method, path string }{{"GET", "/v1/blocks/account/ann"}, {"DELETE", "/v1/blocks/account/ann"}, {"DELETE", "/v1/devices/ann"}} {
+		w, m := call(t, h, c.method, c.path, nil, true)
+		problemOf(t, w, m, 503, "store_unavailable")
+	}
+	// no rule counts failures: an outcome has nothing to write
+	if w, m := call(t, h, "POST", "/v1/outcomes", map[string]any{"action": "login", "subject": map[string]string{"account": "ann"}, "outcome": "failure"}, true); w.Code != 204 {
+		t.Errorf("an outcome with nothing to settle: %d %v", w.Code, m)
+	}
+	w, m = call(t, h, "GET", "/healthz", nil, false)
+	problemOf(t, w, m, 503, "store_unavailable")
 }
