@@ -1,8 +1,15 @@
 package api_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/otpguard/otpguard/guard"
 
 	"github.com/otpguard/otpguard/internal/app"
 )
@@ -212,4 +219,93 @@ func TestStepUpAnswers(t *testing.T) {
 	if m["rule"] != "codes" || len(out.msgs) != 1 {
 		t.Errorf("the second challenge within the hour: %v, %d messages", m, len(out.msgs))
 	}
+}
+
+// authenticator answers every login with result (or err) and every
+// signup with signupErr; it keeps what it was given.
+type authenticator struct {
+	result    guard.LoginResult
+	err       error
+	signupErr error
+	logins    []guard.Login
+}
+
+func (a *authenticator) Login(_ context.Context, l guard.Login) (guard.LoginResult, error) {
+	a.logins = append(a.logins, l)
+	return a.result, a.err
+}
+
+func (a *authenticator) SignUp(context.Context, guard.SignUp) error { return a.signupErr }
+
+// TestLoginRelaysTheAuthenticator: what an authenticator answers is what
+// the client gets: the app's own answer relayed (status, type, cookies,
+// body; the device token in a header on a success only), its challenge,
+// its fields with the device token; an outage is a 503 that counts
+// nothing, a refused signup a 400 naming why.
+func TestLoginRelaysTheAuthenticator(t *testing.T) {
+	auth := &authenticator{}
+	h, _ := serve(t, "rules:\n  - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h}\n", func(s *app.Settings) { s.Auth = auth })
+	login := func() *httptest.ResponseRecorder {
+		t.Helper()
+		r := httptest.NewRequest("POST", "/v1/login", strings.NewReader(`{"username":"Ann","password":"pw"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("User-Agent", "test-agent/1")
+		r.RemoteAddr = "198.51.100.7:4000"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	auth.result = guard.LoginResult{Passthrough: &guard.Passthrough{Status: 201, ContentType: "text/plain", Body: []byte("welcome"), Cookies: []string{"sid=1", "theme=dark"}}}
+	w := login()
+	if w.Code != 201 || w.Body.String() != "welcome" || w.Header().Get("Content-Type") != "text/plain" || len(w.Header().Values("Set-Cookie")) != 3 ||
+		w.Header().Get("X-Device-Token") == "" || w.Header().Get("Cache-Control") != "no-store" {
+		t.Errorf("a relayed success: %d %v %q", w.Code, w.Header(), w.Body)
+	}
+	l := auth.logins[0]
+	if l.Account != "ann" || l.Username != "Ann" || l.Password != "pw" || l.ClientIP.String() != "198.51.100.7" || l.UserAgent != "test-agent/1" ||
+		string(l.Body) != `{"username":"Ann","password":"pw"}` {
+		t.Errorf("what the authenticator was given: %+v", l)
+	}
+	auth.result = guard.LoginResult{Passthrough: &guard.Passthrough{Status: 302, Body: []byte("elsewhere")}}
+	if w := login(); w.Code != 302 || w.Header().Get("X-Device-Token") != "" || len(w.Header().Values("Set-Cookie")) != 0 {
+		t.Errorf("a relayed redirect gets no device: %d %v", w.Code, w.Header())
+	}
+	auth.result = guard.LoginResult{Challenge: &guard.Challenge{Name: "SOFTWARE_TOKEN_MFA", Session: "s-1"}}
+	w = login()
+	var m map[string]any
+	_ = json.Unmarshal(w.Body.Bytes(), &m)
+	if w.Code != 200 || m["status"] != "challenge" || m["challengeName"] != "SOFTWARE_TOKEN_MFA" || m["session"] != "s-1" || len(m) != 3 {
+		t.Errorf("the authenticator's challenge: %d %v", w.Code, m)
+	}
+	auth.result = guard.LoginResult{Fields: map[string]any{"authenticationResult": map[string]any{"IdToken": "x"}}}
+	w = login()
+	m = nil
+	_ = json.Unmarshal(w.Body.Bytes(), &m)
+	if dt, _ := m["deviceToken"].(string); w.Code != 200 || m["status"] != "authenticated" || m["authenticationResult"] == nil || dt == "" {
+		t.Errorf("the authenticator's fields: %d %v", w.Code, m)
+	}
+
+	// an outage counts nothing: the failures rule still has its unit
+	auth.err = guard.ErrAuthUnavailable
+	w = login()
+	if w.Code != 503 {
+		t.Fatalf("an outage: %d %s", w.Code, w.Body)
+	}
+	auth.err = guard.ErrInvalidCredentials
+	if w := login(); w.Code != 401 {
+		t.Errorf("a wrong password after the outage: %d", w.Code)
+	}
+	if w := login(); w.Code != 429 {
+		t.Errorf("the second wrong password: %d", w.Code)
+	}
+
+	auth.signupErr = fmt.Errorf("%w: the password is too simple", guard.ErrRejected)
+	w2, m2 := call(t, h, "POST", "/v1/signup", map[string]string{"email": "new@example.com", "password": "a long enough passphrase"}, false)
+	problemOf(t, w2, m2, 400, "invalid_request")
+	if errorsOf(m2)["body"] != "the authenticator refuses this signup: the password is too simple" {
+		t.Errorf("a refused signup: %v", m2)
+	}
+	auth.signupErr = errors.New("down")
+	w2, m2 = call(t, h, "POST", "/v1/signup", map[string]string{"email": "new@example.com", "password": "a long enough passphrase"}, false)
+	problemOf(t, w2, m2, 503, "upstream_unavailable")
 }
