@@ -127,6 +127,11 @@ func TestProblemsAreCapped(t *testing.T) {
 	if len(lines) != maxProblems+1 || lines[len(lines)-1] != fmt.Sprintf("config: and %d more problems", 1999-maxProblems) {
 		t.Fatalf("%d lines, the last %q", len(lines), lines[len(lines)-1])
 	}
+	// exactly maxProblems: all of them, and no "and 0 more"
+	_, err = ParseConfig([]byte("otp: {purposes: [" + strings.Repeat("[x], ", maxProblems) + "x]}"))
+	if lines := strings.Split(fmt.Sprint(err), "\n"); len(lines) != maxProblems+1 || strings.Contains(fmt.Sprint(err), "more") {
+		t.Fatalf("%d problems: %d lines, the last %q", maxProblems, len(lines), lines[len(lines)-1])
+	}
 	_, err = ParseConfig([]byte("otp: {purposes: [" + strings.Repeat("[x], ", 1000) + "x]}"))
 	if lines := strings.Split(fmt.Sprint(err), "\n"); len(lines) != maxProblems+2 || !strings.Contains(lines[len(lines)-1], "and 900 more") {
 		t.Fatalf("unmarshal errors: %d lines, the last %q", len(lines), lines[len(lines)-1])
