@@ -8,6 +8,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,12 +88,12 @@ func goMutants(path string) ([]goMutant, error) {
 	return out, nil
 }
 
-// coverBlock is a span of a file some test ran.
-type coverBlock struct{ l0, c0, l1, c1 int }
+// coverage is, per file (base name), each block the tests' profile
+// names and whether any test ran it.
+type coverage map[string]map[coverBlock]bool
 
-// goCoverage runs the test packages once with coverage of pkg and returns
-// the blocks they ran, per file name (base name).
-func goCoverage(root, importPath string, tests []string, dir string) (map[string][]coverBlock, error) {
+// goCoverage runs the test packages once with coverage of pkg.
+func goCoverage(root, importPath string, tests []string, dir string) (coverage, error) {
 	profile := filepath.Join(dir, "cover.out")
 	args := append([]string{"test", "-count=1", "-coverpkg=" + importPath, "-coverprofile=" + profile}, tests...)
 	cmd := exec.Command("go", args...)
@@ -105,27 +106,57 @@ func goCoverage(root, importPath string, tests []string, dir string) (map[string
 		return nil, err
 	}
 	defer f.Close()
-	blocks := map[string][]coverBlock{}
-	sc := bufio.NewScanner(f)
+	return readCoverage(f)
+}
+
+// readCoverage reads a profile: name.go:l0.c0,l1.c1 statements count, a
+// block once per test binary (covered when any ran it).
+func readCoverage(r io.Reader) (coverage, error) {
+	cov := coverage{}
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		// name.go:l0.c0,l1.c1 statements count
 		line := sc.Text()
 		if strings.HasPrefix(line, "mode:") {
 			continue
 		}
 		name, rest, ok := strings.Cut(line, ":")
 		fields := strings.Fields(rest)
-		if !ok || len(fields) != 3 || fields[2] == "0" {
+		if !ok || len(fields) != 3 {
 			continue
 		}
 		var b coverBlock
 		if _, err := fmt.Sscanf(fields[0], "%d.%d,%d.%d", &b.l0, &b.c0, &b.l1, &b.c1); err != nil {
 			continue
 		}
-		blocks[filepath.Base(name)] = append(blocks[filepath.Base(name)], b)
+		base := filepath.Base(name)
+		if cov[base] == nil {
+			cov[base] = map[coverBlock]bool{}
+		}
+		cov[base][b] = cov[base][b] || fields[2] != "0"
 	}
-	return blocks, sc.Err()
+	return cov, sc.Err()
 }
+
+// covered reports whether the tests ran the code at line:col of file. The
+// profile's blocks leave out what a statement's header holds after its
+// block ends (a switch's case expressions, an if's else-if conditions):
+// such code ran when the block just before it did.
+func (c coverage) covered(file string, line, col int) bool {
+	var before coverBlock
+	found := false
+	for b, ran := range c[file] {
+		if b.holds(line, col) {
+			return ran
+		}
+		if (b.l1 < line || b.l1 == line && b.c1 <= col) && (!found || b.l1 > before.l1 || b.l1 == before.l1 && b.c1 > before.c1) {
+			before, found = b, true
+		}
+	}
+	return found && c[file][before]
+}
+
+// coverBlock is a span of a file.
+type coverBlock struct{ l0, c0, l1, c1 int }
 
 func (b coverBlock) holds(line, col int) bool {
 	after := line > b.l0 || line == b.l0 && col >= b.c0
@@ -137,7 +168,7 @@ func (b coverBlock) holds(line, col int) bool {
 // each stage (go package patterns, relative to root) on each covered
 // mutant, the next stage only while the mutant survives: the package's
 // own quick tests first, the slow ones (real Redis) for what they missed.
-func goRun(root, pkg string, stages [][]string, workers, sample int, out string, equiv map[string]string) result {
+func goRun(root, pkg string, stages [][]string, workers, sample int, dry bool, out string, equiv map[string]string) result {
 	var tests, names []string
 	for _, s := range stages {
 		tests = append(tests, s...)
@@ -168,14 +199,7 @@ func goRun(root, pkg string, stages [][]string, workers, sample int, out string,
 	covered := all[:0:0]
 	for _, m := range all {
 		r.total++
-		in := false
-		for _, b := range cover[filepath.Base(m.file)] {
-			if b.holds(m.line, m.col) {
-				in = true
-				break
-			}
-		}
-		if in {
+		if cover.covered(filepath.Base(m.file), m.line, m.col) {
 			covered = append(covered, m)
 			continue
 		}
@@ -185,6 +209,10 @@ func goRun(root, pkg string, stages [][]string, workers, sample int, out string,
 			r.survivors = append(r.survivors, where+"  [not covered]\n      equivalent.txt key: "+key)
 			r.uncovered++
 		}
+	}
+	if dry {
+		fmt.Fprintf(os.Stderr, "== %s: %d mutants, %d covered (-dry: none run)\n", pkg, len(all), len(covered))
+		return r
 	}
 	if sample > 0 && sample < len(covered) {
 		// an even spread over the package: the rate is then an estimate

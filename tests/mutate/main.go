@@ -49,6 +49,7 @@ func main() {
 	lua := flag.Bool("lua", true, "mutate guard/redisstore/otpguard.lua too")
 	workers := flag.Int("workers", 1, "gremlins workers (each a copy of the module running tests)")
 	goSample := flag.Int("sample", 0, "run at most this many covered mutants of each -own package (0: all), spread over it: the rate is then an estimate")
+	dry := flag.Bool("dry", false, "our own Go mutator: measure coverage and list the mutants no test runs, run none")
 	luaLimit := flag.Int("lua-limit", 0, "mutate at most this many Lua mutants (0: all), spread over the file")
 	out := flag.String("out", "", "a folder for the raw results (default: a temporary one)")
 	flag.Parse()
@@ -95,7 +96,7 @@ func main() {
 			for _, stage := range strings.Split(tests, "|") {
 				stages = append(stages, strings.Split(stage, ","))
 			}
-			results = append(results, goRun(clean, pkg, stages, *workers, *goSample, *out, equiv))
+			results = append(results, goRun(clean, pkg, stages, *workers, *goSample, *dry, *out, equiv))
 		}
 	}
 	if *lua {
