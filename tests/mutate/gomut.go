@@ -35,6 +35,10 @@ type goMutant struct {
 	col      int
 	typ      string // gremlins' names: ARITHMETIC_BASE, CONDITIONALS_BOUNDARY, ...
 	to       string
+	// anchor is where coverage is read for it: its own place, or for a
+	// case expression its switch, for an else-if's condition the first
+	// if (the profile's blocks leave those expressions out)
+	aline, acol int
 }
 
 var (
@@ -51,10 +55,49 @@ func goMutants(path string) ([]goMutant, error) {
 	if err != nil {
 		return nil, err
 	}
+	// the spans of expressions no profile block holds, each with the
+	// statement whose reaching them stands for
+	type region struct{ from, to, anchor token.Pos }
+	var regions []region
+	ast.Inspect(f, func(n ast.Node) bool {
+		var body *ast.BlockStmt
+		switch st := n.(type) {
+		case *ast.SwitchStmt:
+			body = st.Body
+		case *ast.TypeSwitchStmt:
+			body = st.Body
+		case *ast.IfStmt:
+			for top, e := st, st.Else; e != nil; {
+				next, ok := e.(*ast.IfStmt)
+				if !ok {
+					break
+				}
+				regions = append(regions, region{next.If, next.Body.Lbrace, top.If})
+				e = next.Else
+			}
+		}
+		if body != nil {
+			for _, c := range body.List {
+				if cc, ok := c.(*ast.CaseClause); ok {
+					regions = append(regions, region{cc.Case, cc.Colon, n.Pos()})
+				}
+			}
+		}
+		return true
+	})
 	var out []goMutant
 	add := func(pos token.Pos, n int, typ, to string) {
 		p := fset.Position(pos)
-		out = append(out, goMutant{file: path, off: p.Offset, end: p.Offset + n, line: p.Line, col: p.Column, typ: typ, to: to})
+		anchor := pos
+		for _, r := range regions {
+			// the innermost region holding pos (regions nest inward as
+			// they are found)
+			if pos >= r.from && pos < r.to {
+				anchor = r.anchor
+			}
+		}
+		a := fset.Position(anchor)
+		out = append(out, goMutant{file: path, off: p.Offset, end: p.Offset + n, line: p.Line, col: p.Column, typ: typ, to: to, aline: a.Line, acol: a.Column})
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch e := n.(type) {
@@ -199,8 +242,12 @@ func goRun(root, pkg string, stages [][]string, workers, sample int, dry bool, o
 	covered := all[:0:0]
 	for _, m := range all {
 		r.total++
-		if cover.covered(filepath.Base(m.file), m.line, m.col) {
+		if cover.covered(filepath.Base(m.file), m.aline, m.acol) {
 			covered = append(covered, m)
+			continue
+		}
+		if !compiles(root, dir, pkg, m) {
+			r.notViable++ // a string's + made -, say: no mutant at all
 			continue
 		}
 		r.notCovered++
@@ -325,6 +372,21 @@ func runGoMutant(root, dir string, worker int, m goMutant, stages [][]string, ti
 		return "killed"
 	}
 	return "survived"
+}
+
+// compiles reports whether the package builds with mutant m (a mutant
+// no test runs is a survivor only if it is a program at all).
+func compiles(root, dir, pkg string, m goMutant) bool {
+	src, err := os.ReadFile(m.file)
+	check(err)
+	file := filepath.Join(dir, "build-"+filepath.Base(m.file))
+	check(os.WriteFile(file, []byte(string(src[:m.off])+m.to+string(src[m.end:])), 0o644))
+	overlay := filepath.Join(dir, "build.json")
+	b, _ := json.Marshal(map[string]any{"Replace": map[string]string{m.file: file}})
+	check(os.WriteFile(overlay, b, 0o644))
+	cmd := exec.Command("go", "build", "-overlay", overlay, "-o", os.DevNull, "./"+pkg)
+	cmd.Dir = root
+	return cmd.Run() == nil
 }
 
 // goTestOverlay runs the tests once (with overlay, if given) and says

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -32,6 +34,50 @@ m/p/f.go:30.2,31.3 1 1
 	} {
 		if got := cov.covered("f.go", c.line, c.col); got != c.want {
 			t.Errorf("%d:%d covered %v, want %v", c.line, c.col, got, c.want)
+		}
+	}
+}
+
+// TestMutantsOfCaseExpressionsAreAnchoredToTheirSwitch: a case's
+// expression and an else-if's condition read coverage where their
+// switch or first if is.
+func TestMutantsOfCaseExpressionsAreAnchoredToTheirSwitch(t *testing.T) {
+	dir := t.TempDir()
+	src := `package p
+
+func f(a, b int) int {
+	switch {
+	case a > b:
+		return 1
+	}
+	if a == 1 {
+		return 2
+	} else if b == 2 {
+		return 3
+	}
+	return a + b
+}
+`
+	path := dir + "/p.go"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := goMutants(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string][2]int{}
+	for _, m := range ms {
+		anchors[fmt.Sprintf("%d:%s", m.line, m.typ)] = [2]int{m.aline, m.acol}
+	}
+	for k, want := range map[string][2]int{
+		"5:CONDITIONALS_BOUNDARY":  {4, 2},   // case a > b: the switch
+		"8:CONDITIONALS_NEGATION":  {8, 7},   // the first if's own condition
+		"10:CONDITIONALS_NEGATION": {8, 2},   // else if b == 2: the first if
+		"13:ARITHMETIC_BASE":       {13, 11}, // a + b: itself
+	} {
+		if anchors[k] != want {
+			t.Errorf("%s anchored at %v, want %v", k, anchors[k], want)
 		}
 	}
 }
