@@ -45,6 +45,8 @@ func TestMutantsOfCaseExpressionsAreAnchoredToTheirSwitch(t *testing.T) {
 	dir := t.TempDir()
 	src := `package p
 
+const k = 1 + 2
+
 func f(a, b int) int {
 	switch {
 	case a > b:
@@ -68,13 +70,16 @@ func f(a, b int) int {
 	}
 	anchors := map[string][2]int{}
 	for _, m := range ms {
+		if m.static != (m.line == 3) {
+			t.Errorf("%d:%s static %v: only the constant's is", m.line, m.typ, m.static)
+		}
 		anchors[fmt.Sprintf("%d:%s", m.line, m.typ)] = [2]int{m.aline, m.acol}
 	}
 	for k, want := range map[string][2]int{
-		"5:CONDITIONALS_BOUNDARY":  {4, 2},   // case a > b: the switch
-		"8:CONDITIONALS_NEGATION":  {8, 7},   // the first if's own condition
-		"10:CONDITIONALS_NEGATION": {8, 2},   // else if b == 2: the first if
-		"13:ARITHMETIC_BASE":       {13, 11}, // a + b: itself
+		"7:CONDITIONALS_BOUNDARY":  {6, 2},   // case a > b: the switch
+		"10:CONDITIONALS_NEGATION": {10, 7},  // the first if's own condition
+		"12:CONDITIONALS_NEGATION": {10, 2},  // else if b == 2: the first if
+		"15:ARITHMETIC_BASE":       {15, 11}, // a + b: itself
 	} {
 		if anchors[k] != want {
 			t.Errorf("%s anchored at %v, want %v", k, anchors[k], want)
