@@ -1,0 +1,329 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/memstore"
+)
+
+// TestParseASN: 13335, AS13335 and as13335 are one number; nothing else
+// (zero, over 32 bits, a bare AS) is.
+func TestParseASN(t *testing.T) {
+	for in, want := range map[string]uint32{"13335": 13335, "AS13335": 13335, "as7": 7, " AS64500 ": 64500, "4294967295": 4294967295} {
+		if got, err := guard.ParseASN(in); err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "AS", "A", "0", "AS0", "4294967296", "AS-1", "ASN13335", "13335AS"} {
+		if got, err := guard.ParseASN(in); !errors.Is(err, guard.ErrInvalidInput) {
+			t.Errorf("%q: %d %v, want invalid input", in, got, err)
+		}
+	}
+}
+
+// TestParseDimension: each dimension reads its own kind of value; a
+// prefix is + and 1 to 15 digits.
+func TestParseDimension(t *testing.T) {
+	cfg := guard.DefaultConfig()
+	p := cfg.PhonePolicy()
+	for _, c := range []struct {
+		dim, value string
+		check      func(guard.Subject) bool
+	}{
+		{"prefix", "+1", func(s guard.Subject) bool { return s.Destination.Prefix == "+1" }},
+		{"prefix", " +123456789012345 ", func(s guard.Subject) bool { return s.Destination.Prefix == "+123456789012345" }},
+		{"asn", "AS64500", func(s guard.Subject) bool { return s.ASN == 64500 }},
+		{"country", " gb", func(s guard.Subject) bool { return s.Destination.Country == "GB" }},
+		{"ip/16", "203.0.113.9", func(s guard.Subject) bool { return s.IP == netip.MustParseAddr("203.0.113.9") }},
+		{"account", "Ann", func(s guard.Subject) bool { return s.Account == "ann" }},
+		{"destination", "ann@example.com", func(s guard.Subject) bool { return s.Destination.Key == "ann@example.com" }},
+		{"global", "anything", func(s guard.Subject) bool { return s.Account == "" && s.Destination.IsZero() }},
+	} {
+		s, err := guard.ParseDimension(c.dim, c.value, p)
+		if err != nil || !c.check(s) {
+			t.Errorf("%s %q: %+v %v", c.dim, c.value, s, err)
+		}
+	}
+	for _, c := range [][2]string{
+		{"prefix", "+"}, {"prefix", "+1234567890123456"}, {"prefix", "1415"}, {"prefix", "+14a5"}, {"prefix", "++1"},
+		{"asn", "x"}, {"country", "XX"}, {"device", "abc"}, {"nothing", "x"}, {"ip", "300.0.0.1"},
+	} {
+		if _, err := guard.ParseDimension(c[0], c[1], p); !errors.Is(err, guard.ErrInvalidInput) {
+			t.Errorf("%s %q: %v, want invalid input", c[0], c[1], err)
+		}
+	}
+	if d, err := guard.ParseEmail("a@example.com"); err != nil || d.IsZero() {
+		t.Errorf("a parsed address is not zero: %+v %v", d, err)
+	}
+}
+
+// networks maps addresses to AS numbers.
+type networks map[netip.Addr]uint32
+
+func (n networks) ASN(a netip.Addr) (uint32, bool) { v, ok := n[a]; return v, ok }
+
+// TestAnASNIsItsNetworkWhereverItIsNamed: a request counted on its
+// address's AS (through the database) is the same subject as that AS
+// named by number (an administrator's status read); an address the
+// database does not know counts as its /16.
+func TestAnASNIsItsNetworkWhereverItIsNamed(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte("network: {asnDatabase: x.mmdb}\nrules:\n  - {name: per-asn, action: login, key: [asn], limit: 5, window: 1h, onStoreError: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := netip.MustParseAddr("203.0.113.9")
+	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Networks: networks{known: 64500}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remaining := func(s guard.Subject) int64 {
+		t.Helper()
+		st, err := g.Status(ctx, "asn", s)
+		if err != nil || len(st) != 1 {
+			t.Fatalf("status %+v: %+v %v", s, st, err)
+		}
+		return st[0].Remaining
+	}
+	for range 2 {
+		if d, err := g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: known}}); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if r := remaining(guard.Subject{ASN: 64500}); r != 3 {
+		t.Errorf("AS64500 by number: %d left, want 3", r)
+	}
+	if r := remaining(guard.Subject{ASN: 64501}); r != 5 {
+		t.Errorf("another AS: %d left", r)
+	}
+	unknown := netip.MustParseAddr("198.51.100.7")
+	g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: unknown}})
+	if r := remaining(guard.Subject{IP: netip.MustParseAddr("198.51.7.7")}); r != 4 {
+		t.Errorf("an unknown address counts as its /16: %d left", r)
+	}
+}
+
+// TestRulesListsWhatMayApply: the rules a request may meet, by action
+// and attributes; with a device token, those of both device values.
+func TestRulesListsWhatMayApply(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte(`rules:
+  - {name: any, action: login, key: [account], limit: 5, window: 1h, onStoreError: deny}
+  - {name: strangers, action: login, key: [account], limit: 5, window: 1h, when: {device: untrusted}, onStoreError: deny}
+  - {name: known, action: login, key: [account], limit: 5, window: 1h, when: {device: trusted}, onStoreError: deny}
+  - {name: sends, action: otp.send, key: [destination], limit: 5, window: 1h}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Rules(guard.Request{Action: "login"}); !slices.Equal(got, []string{"any", "strangers"}) {
+		t.Errorf("without a device token: %v", got)
+	}
+	if got := g.Rules(guard.Request{Action: "login", Device: "a token"}); !slices.Equal(got, []string{"any", "strangers", "known"}) {
+		t.Errorf("with a device token: %v", got)
+	}
+	if !g.HasAction("otp.send") || g.HasAction("otp.verify") || !slices.Equal(g.Actions(), []string{"login", "otp.send"}) {
+		t.Errorf("actions %v", g.Actions())
+	}
+}
+
+// TestARatioRuleIsWrittenBackAsRead: a rule written back (the console's
+// config page) keeps a ratio's percent sign, and nothing else gains one.
+func TestARatioRuleIsWrittenBackAsRead(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte(`rules:
+  - {name: ratio, action: login, key: [ip], algorithm: ratio, limit: 50%, min: 4, window: 1h}
+  - {name: plain, action: login, key: [ip], limit: 50, window: 1h}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(cfg.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "limit: 50%") || strings.Count(string(out), "%") != 1 || !strings.Contains(string(out), "limit: 50\n") {
+		t.Fatalf("written back:\n%s", out)
+	}
+	again, err := guard.ParseConfig(append([]byte("rules:\n"), out...))
+	if err != nil || !slices.EqualFunc(again.Rules, cfg.Rules, func(a, b guard.Rule) bool { return a.Name == b.Name && a.Limit == b.Limit && a.Algorithm == b.Algorithm }) {
+		t.Errorf("read again: %v %+v", err, again.Rules)
+	}
+}
+
+// TestConfigListsAndPrefixes: a when's values are one name or a list of
+// names (not a mapping); trusted proxies are addresses or CIDRs, checked.
+func TestConfigListsAndPrefixes(t *testing.T) {
+	for _, doc := range []string{
+		"rules:\n  - {name: r, action: otp.send, key: [destination], when: {channel: sms}, limit: 5, window: 1h}\n",
+		"rules:\n  - {name: r, action: otp.send, key: [destination], when: {channel: [sms, email]}, limit: 5, window: 1h}\n",
+		"network: {trustedProxies: [10.0.0.0/8, \"192.0.2.7\", \"2001:db8::/32\"]}\n",
+	} {
+		if _, err := guard.ParseConfig([]byte(doc)); err != nil {
+			t.Errorf("%s: %v", doc, err)
+		}
+	}
+	for _, doc := range []string{
+		"rules:\n  - {name: r, action: otp.send, key: [destination], when: {channel: {a: b}}, limit: 5, window: 1h}\n",
+		"network: {trustedProxies: [10.0.0.0/99]}\n",
+		"network: {trustedProxies: [10.0.0.300]}\n",
+	} {
+		if _, err := guard.ParseConfig([]byte(doc)); err == nil {
+			t.Errorf("%s: accepted", doc)
+		}
+	}
+}
+
+// switchable is a store that counts its calls and fails while down.
+type switchable struct {
+	guard.Store
+	calls atomic.Int64
+	down  atomic.Bool
+}
+
+func (s *switchable) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error) {
+	s.calls.Add(1)
+	if s.down.Load() {
+		return nil, guard.ErrStoreUnavailable
+	}
+	return s.Store.Do(ctx, ops)
+}
+
+const secret = "a test secret of 32 bytes, padded"
+
+// TestTheDenyCacheKeepsItsSize: a full cache makes room for a new denial
+// by dropping an older one: of three subjects denied for an hour through
+// a cache of two, the last is answered from the cache, and the first two
+// are not both.
+func TestTheDenyCacheKeepsItsSize(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte("store: {denyCache: {ttl: 1m, size: 2}}\nrules:\n  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &switchable{Store: memstore.New(time.Now)}
+	g, err := guard.New(cfg, st, guard.Options{Secret: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	allow := func(account string) guard.Decision {
+		d, err := g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: account}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, a := range []string{"a", "b", "c"} {
+		allow(a)
+		if d := allow(a); d.Allowed {
+			t.Fatalf("%s: the second is denied", a)
+		}
+	}
+	before := st.calls.Load()
+	if d := allow("c"); d.Allowed || !d.Rules[0].Cached || st.calls.Load() != before {
+		t.Fatalf("the newest denial is remembered: %+v", d)
+	}
+	for _, a := range []string{"a", "b"} {
+		if d := allow(a); d.Allowed {
+			t.Fatalf("%s allowed", a)
+		}
+	}
+	if st.calls.Load() == before {
+		t.Errorf("three denials answered from a cache of two")
+	}
+}
+
+// TestAVoidLeasedAttemptGoesBackToTheLease: units a lease paid for an
+// attempt that did not happen (void) go back to the lease; after the
+// lease is forgotten (an unblock), a void gives nothing and breaks
+// nothing.
+func TestAVoidLeasedAttemptGoesBackToTheLease(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte("rules:\n  - {name: r, action: export, key: [account], limit: 20, window: 1h, lease: {units: 5}, onStoreError: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &switchable{Store: memstore.New(time.Now)}
+	g, err := guard.New(cfg, st, guard.Options{Secret: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := guard.Request{Action: "export", Subject: guard.Subject{Account: "ann"}}
+	d1, _ := g.Allow(ctx, req)
+	d2, _ := g.Allow(ctx, req)
+	if !d2.Allowed || !d2.Rules[0].Leased {
+		t.Fatalf("the second from the lease: %+v (first %+v)", d2, d1)
+	}
+	left := d2.Rules[0].Remaining
+	if _, err := g.Settle(ctx, req, d2, guard.Void); err != nil {
+		t.Fatal(err)
+	}
+	d3, _ := g.Allow(ctx, req)
+	if !d3.Rules[0].Leased || d3.Rules[0].Remaining != left {
+		t.Errorf("after a void: %d left of the lease, want %d (the void's unit back)", d3.Rules[0].Remaining, left)
+	}
+	if _, err := g.Settle(ctx, req, d3, guard.Success); err != nil {
+		t.Fatal(err)
+	}
+	d4, _ := g.Allow(ctx, req)
+	if d4.Rules[0].Remaining != left-1 {
+		t.Errorf("after a success: %d left, want %d (a success keeps its unit)", d4.Rules[0].Remaining, left-1)
+	}
+	if _, err := g.Unblock(ctx, "account", guard.Subject{Account: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Settle(ctx, req, d4, guard.Void); err != nil {
+		t.Errorf("a void after the lease was dropped: %v", err)
+	}
+}
+
+// TestWhatTheBackstopDecidedIsSettledInTheBackstop: while the store
+// fails, an attempt the backstop admitted and that then succeeded gives
+// its failure back in the backstop (the store is not asked): the next
+// attempt is admitted.
+func TestWhatTheBackstopDecidedIsSettledInTheBackstop(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte(`rules:
+  - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h, onStoreError: allow}
+  - {name: other, action: login, key: [ip], limit: 50, window: 1h, onStoreError: allow}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &switchable{Store: memstore.New(time.Now)}
+	g, err := guard.New(cfg, st, guard.Options{Secret: []byte(secret), Backstop: memstore.New(time.Now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: netip.MustParseAddr("203.0.113.9")}}
+	st.down.Store(true)
+	for i := range 3 {
+		d, err := g.Allow(ctx, req)
+		if err != nil || !d.Allowed || d.StoreError == nil {
+			t.Fatalf("attempt %d while the store fails: %+v %v", i+1, d, err)
+		}
+		res, err := g.Settle(ctx, req, d, guard.Success)
+		if err != nil || len(res) == 0 {
+			t.Fatalf("settle %d: %+v %v", i+1, res, err)
+		}
+	}
+	d, _ := g.Allow(ctx, req)
+	if _, err := g.Settle(ctx, req, d, guard.Failure); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := g.Allow(ctx, req); d.Allowed {
+		t.Errorf("after a failure the backstop kept: %+v", d)
+	}
+}
