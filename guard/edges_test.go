@@ -158,7 +158,9 @@ func TestARatioRuleIsWrittenBackAsRead(t *testing.T) {
 		t.Fatalf("written back:\n%s", out)
 	}
 	again, err := guard.ParseConfig(append([]byte("rules:\n"), out...))
-	if err != nil || !slices.EqualFunc(again.Rules, cfg.Rules, func(a, b guard.Rule) bool { return a.Name == b.Name && a.Limit == b.Limit && a.Algorithm == b.Algorithm }) {
+	if err != nil || !slices.EqualFunc(again.Rules, cfg.Rules, func(a, b guard.Rule) bool {
+		return a.Name == b.Name && a.Limit == b.Limit && a.Algorithm == b.Algorithm
+	}) {
 		t.Errorf("read again: %v %+v", err, again.Rules)
 	}
 }
