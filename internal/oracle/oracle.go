@@ -25,7 +25,6 @@ import (
 	"context"
 	"fmt"
 	"math/big"
-	"strconv"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
@@ -302,118 +301,6 @@ func first(from, to int64, ok func(int64) bool) int64 {
 }
 
 // --- writes
-
-func (r rule) commit(t int64, op *guard.Op, n int64) {
-	st := r.st
-	switch r.spec.Algorithm {
-	case guard.FixedWindow:
-		if !r.fwLive(t) {
-			st.fwStart, st.fwCount = t, 0
-		}
-		st.fwCount += n
-	case guard.TokenBucket:
-		st.credit, st.creditAt, st.full = r.tbCredit(t)-n*r.period(), t, false
-	case guard.SlidingWindow:
-		idx, _ := r.windowOf(t)
-		st.count[idx] += n
-	case guard.Ratio:
-		idx, _ := r.windowOf(t)
-		st.attempts[idx] += n
-		st.failures[idx] += n
-	case guard.SlidingLog:
-		for j := int64(1); j <= n; j++ {
-			st.entries = append(st.entries, entry{op.Member + ":" + strconv.FormatInt(j, 10), t})
-		}
-	case guard.Concurrency:
-		for j := int64(1); j <= n; j++ {
-			st.entries = append(st.entries, entry{op.Member + ":" + strconv.FormatInt(j, 10), t + r.win})
-		}
-	case guard.Distinct:
-		if i := r.find(op.Member); i >= 0 {
-			st.entries[i].at = t // last seen
-		} else {
-			st.entries = append(st.entries, entry{op.Member, t})
-		}
-	}
-}
-
-// giveBack undoes a take of op.Cost units made at op.At (zero: now): as
-// a success, or (cancel, release) as if it never happened.
-func (r rule) giveBack(t int64, op *guard.Op, success bool) {
-	st := r.st
-	at := t
-	if !op.At.IsZero() {
-		at = op.At.UnixMicro()
-	}
-	switch r.spec.Algorithm {
-	case guard.FixedWindow:
-		// only a take of the window that runs (a take of an earlier one
-		// is gone with it); at zero, the window that runs
-		if !r.fwLive(t) || (!op.At.IsZero() && at < st.fwStart-guard.FixedWindowSlack.Microseconds()) {
-			return
-		}
-		st.fwCount = max(0, st.fwCount-op.Cost)
-		if st.fwCount == 0 {
-			st.fwStart = -1 // back to nothing: the next hit starts a window
-		}
-	case guard.TokenBucket:
-		full := r.period() * r.spec.Limit
-		st.credit, st.creditAt = min(full, r.tbCredit(t)+op.Cost*r.period()), t
-	case guard.SlidingWindow:
-		idx, _ := r.windowOf(t)
-		if w, _ := r.windowOf(at); w == idx || w == idx-1 {
-			st.count[w] = max(0, st.count[w]-op.Cost)
-		}
-		if success && r.spec.Elastic > 0 {
-			st.verified[idx] += op.Cost // verified now
-		}
-	case guard.Ratio:
-		idx, _ := r.windowOf(t)
-		if w, _ := r.windowOf(at); w == idx || w == idx-1 {
-			st.failures[w] = max(0, st.failures[w]-op.Cost)
-			if !success {
-				st.attempts[w] = max(0, st.attempts[w]-op.Cost)
-			}
-		}
-	case guard.SlidingLog, guard.Concurrency:
-		for j := int64(1); j <= op.Cost; j++ {
-			if i := r.find(op.Member + ":" + strconv.FormatInt(j, 10)); i >= 0 {
-				st.entries = append(st.entries[:i], st.entries[i+1:]...)
-			}
-		}
-	case guard.Distinct:
-		if i := r.find(op.Member); i >= 0 {
-			st.entries = append(st.entries[:i], st.entries[i+1:]...)
-		}
-	}
-}
-
-// --- lockouts
-
-// nextLockout is how long the subject's next lockout lasts: the n-th
-// within reset of the last lasts initial × factor^(n-1), at most max.
-func (r rule) nextLockout(t int64) (n, d int64) {
-	n = 1
-	if r.st.strikesUntil > t {
-		n = r.st.strike + 1
-	}
-	l := r.spec.Lockout
-	x := rat(us(l.Initial))
-	for range n - 1 {
-		x = mul(x, new(big.Rat).SetFloat64(l.Factor))
-		if x.Cmp(rat(us(l.Max))) > 0 {
-			break
-		}
-	}
-	if x.Cmp(rat(us(l.Max))) > 0 {
-		x = rat(us(l.Max))
-	}
-	return n, floor(x)
-}
-
-func (r rule) locked(t int64) bool { return r.spec.Lockout != nil && r.st.lockedUntil > t }
-
-// --- the batch
 
 // Do implements guard.Store: the takes and peeks are checked in order
 // until an enforcing rule denies; the batch takes only if none did.

@@ -51,6 +51,28 @@ func TestNoLargeFileOrBuildOutput(t *testing.T) {
 	}
 }
 
+// No Go file of the product (outside tests/ and third_party/, tests
+// aside) is over 400 lines: a file is one idea a reader can hold.
+func TestNoProductFileOver400Lines(t *testing.T) {
+	checked := 0
+	for _, f := range tracked(t) {
+		if !strings.HasSuffix(f, ".go") || strings.HasSuffix(f, "_test.go") || strings.HasPrefix(f, "tests/") || strings.HasPrefix(f, "third_party/") {
+			continue
+		}
+		b, err := os.ReadFile("../../" + f)
+		if err != nil {
+			continue // deleted in the working tree
+		}
+		checked++
+		if n := strings.Count(string(b), "\n"); n > 400 {
+			t.Errorf("%s has %d lines: split it by what its parts do (at most 400)", f, n)
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("%d Go files checked", checked)
+	}
+}
+
 // The repository refers to nothing outside it: no path above its root, no
 // issue number of a tracker a reader cannot see.
 func TestItStandsOnItsOwn(t *testing.T) {
