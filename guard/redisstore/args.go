@@ -46,16 +46,16 @@ var algCode = map[guard.Algorithm]string{
 	guard.SlidingLog: "sl", guard.Concurrency: "cc", guard.Distinct: "ds", guard.Ratio: "rt", guard.Devices: "dv",
 }
 
-// statics caches the encoding of each Spec. A config refresh makes new
-// Specs; the cache is dropped when it grows past a bound.
-var statics struct {
+// statics caches the encoding of each Spec, per store. A config refresh
+// makes new Specs; the cache is dropped when it grows past a bound.
+type statics struct {
 	sync.RWMutex
 	m map[*guard.Spec]*static
 }
 
 const maxStatics = 4096
 
-func staticOf(s *guard.Spec) *static {
+func (statics *statics) of(s *guard.Spec) *static {
 	statics.RLock()
 	st := statics.m[s]
 	statics.RUnlock()
@@ -114,8 +114,8 @@ func init() {
 }
 
 // appendOp adds op's keys and arguments to a call.
-func appendOp(keys []string, args []any, op *guard.Op) ([]string, []any) {
-	st := staticOf(op.Spec)
+func (statics *statics) appendOp(keys []string, args []any, op *guard.Op) ([]string, []any) {
+	st := statics.of(op.Spec)
 	key := stateKey(op)
 	keys = append(keys, key)
 	if op.Spec.Lockout != nil && !op.Spec.Packed {

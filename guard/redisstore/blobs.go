@@ -11,21 +11,21 @@ import (
 // the held results of challenged logins (encrypted by the API) and the
 // CAPTCHA tokens already redeemed. Each key is one slot.
 type Blobs struct {
-	rdb Client
+	conn *Conn
 }
 
 // NewBlobs returns the blob store on rdb.
-func NewBlobs(rdb Client) *Blobs { return &Blobs{rdb: rdb} }
+func NewBlobs(rdb Client) *Blobs { return &Blobs{conn: Connect(rdb)} }
 
 // Put stores value under key for ttl.
 func (b *Blobs) Put(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	_, err := lib().call(ctx, b.rdb, entryBlobPut, []string{key}, []any{value, max(ttl.Milliseconds(), 1)})
+	_, err := lib().call(ctx, b.conn, entryBlobPut, []string{key}, []any{value, max(ttl.Milliseconds(), 1)})
 	return err
 }
 
 // Get returns the value under key, or found false.
 func (b *Blobs) Get(ctx context.Context, key string) (value []byte, found bool, err error) {
-	v, err := lib().call(ctx, b.rdb, entryBlobGet, []string{key}, nil)
+	v, err := lib().call(ctx, b.conn, entryBlobGet, []string{key}, nil)
 	if err != nil {
 		return nil, false, err
 	}
@@ -46,7 +46,7 @@ func (b *Blobs) Get(ctx context.Context, key string) (value []byte, found bool, 
 // Delete removes key; deleted reports that this call removed it (of
 // callers racing for one key, one wins).
 func (b *Blobs) Delete(ctx context.Context, key string) (deleted bool, err error) {
-	v, err := lib().call(ctx, b.rdb, entryBlobDel, []string{key}, nil)
+	v, err := lib().call(ctx, b.conn, entryBlobDel, []string{key}, nil)
 	if err != nil {
 		return false, err
 	}
@@ -56,7 +56,7 @@ func (b *Blobs) Delete(ctx context.Context, key string) (deleted bool, err error
 
 // Once marks key for ttl and reports whether it was not marked yet.
 func (b *Blobs) Once(ctx context.Context, key string, ttl time.Duration) (first bool, err error) {
-	v, err := lib().call(ctx, b.rdb, entryBlobOnce, []string{key}, []any{max(ttl.Milliseconds(), 1)})
+	v, err := lib().call(ctx, b.conn, entryBlobOnce, []string{key}, []any{max(ttl.Milliseconds(), 1)})
 	if err != nil {
 		return false, err
 	}

@@ -11,24 +11,24 @@ import (
 // Codes is the otp.Store on Redis: one hash per pending code (see the
 // code_put and code_check entries of otpguard.lua).
 type Codes struct {
-	rdb Client
+	conn *Conn
 }
 
 // NewCodes returns the code store on rdb (single node, cluster or the
 // embedded Redis). Each code is one key, so each call stays in one slot.
-func NewCodes(rdb Client) *Codes { return &Codes{rdb: rdb} }
+func NewCodes(rdb Client) *Codes { return &Codes{conn: Connect(rdb)} }
 
 var _ otp.Store = (*Codes)(nil)
 
 // Put implements otp.Store.
 func (c *Codes) Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) error {
-	_, err := lib().call(ctx, c.rdb, entryCodePut, []string{key}, []any{digest, ttl.Milliseconds(), receipt})
+	_, err := lib().call(ctx, c.conn, entryCodePut, []string{key}, []any{digest, ttl.Milliseconds(), receipt})
 	return err
 }
 
 // Check implements otp.Store.
 func (c *Codes) Check(ctx context.Context, key, digest string, maxAttempts int) (otp.Verdict, error) {
-	v, err := lib().call(ctx, c.rdb, entryCodeCheck, []string{key}, []any{digest, maxAttempts})
+	v, err := lib().call(ctx, c.conn, entryCodeCheck, []string{key}, []any{digest, maxAttempts})
 	if err != nil {
 		return otp.Verdict{}, err
 	}

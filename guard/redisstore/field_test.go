@@ -43,10 +43,13 @@ const everyRule = `
 // exercise runs every entry of the library and every op kind on rdb, as
 // the functions do, and fails on any error. lost, when set, runs after
 // the library is loaded: a server that then loses it.
-func exercise(t *testing.T, rdb redis.UniversalClient, lost func()) {
+func exercise(t *testing.T, rdb redis.UniversalClient, conn *redisstore.Conn, lost func()) {
 	t.Helper()
 	ctx := context.Background()
-	st := redisstore.New(rdb, redisstore.Options{})
+	if conn == nil {
+		conn = redisstore.Connect(rdb)
+	}
+	st := redisstore.New(conn, redisstore.Options{})
 	if err := st.Preload(ctx); err != nil {
 		t.Logf("preload: %v (the store then loads on first use, or EVALs)", err)
 	}
@@ -91,7 +94,7 @@ func exercise(t *testing.T, rdb redis.UniversalClient, lost func()) {
 		t.Fatalf("pacer: %v", err)
 	}
 	cfg := guard.DefaultConfig()
-	codes, err := otp.New(cfg, redisstore.NewCodes(rdb), secret)
+	codes, err := otp.New(cfg, redisstore.NewCodes(conn), secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +161,7 @@ func TestTheStackCacheUserRunsTheLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb, denials := aclUser(t, access)
-	exercise(t, rdb, nil)
+	exercise(t, rdb, nil, nil)
 	// The store asks once whether the server runs a FUNCTION library
 	// (faster where it can), and runs scripts when refused. ElastiCache
 	// Serverless has no FUNCTION command at all (no ACL refusal there: see
@@ -251,16 +254,18 @@ func TestServerlessRunsTheLibrary(t *testing.T) {
 	defer rdb.Close()
 	admin := s.Admin()
 	defer admin.Close()
+	// the stores of one connection share what they learn of the server
+	conn := redisstore.Connect(rdb)
 	for range 3 {
 		// The node behind the endpoint forgets every script once loaded:
 		// the store sends them whole (EVAL), as it does on any NOSCRIPT.
-		exercise(t, rdb, func() {
+		exercise(t, rdb, conn, func() {
 			if err := admin.ScriptFlush(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
-	st := redisstore.New(rdb, redisstore.Options{})
+	st := redisstore.New(conn, redisstore.Options{})
 	if passed, bound := st.Clock(); !passed || bound <= 0 || bound > 50*time.Millisecond {
 		t.Errorf("clock: passed %v, bound %s; want the time passed in, within 50ms", passed, bound)
 	}

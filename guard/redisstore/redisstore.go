@@ -46,21 +46,23 @@ type Options struct {
 
 // Store is the guard.Store on Redis.
 type Store struct {
-	rdb Client
+	conn *Conn
 	// grouped reports whether keys must be grouped by slot (cluster, ring).
 	grouped bool
 	log     *slog.Logger
+	statics statics
 }
 
 // New returns a Store on rdb. Build rdb with ContextTimeoutEnabled and
 // MaxRetries -1 (as [NewClient] does) so that the guard's deadlines hold
 // and lost replies are not resent.
 func New(rdb Client, opts Options) *Store {
-	_, single := rdb.(*redis.Client)
+	conn := Connect(rdb)
+	_, single := conn.Client.(*redis.Client)
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{rdb: rdb, grouped: !single, log: opts.Log}
+	return &Store{conn: conn, grouped: !single, log: opts.Log}
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -69,7 +71,7 @@ var _ guard.Store = (*Store)(nil)
 // the first decisions do not pay for it. Call it at start-up; the store
 // loads it on first use and after a node lost it anyway.
 func (s *Store) Preload(ctx context.Context) error {
-	if err := lib().reload(ctx, s.rdb, serverOf(s.rdb).loads.Load()); err != nil {
+	if err := lib().reload(ctx, s.conn, s.conn.srv.loads.Load()); err != nil {
 		return storeErr(fmt.Errorf("load the otpguard library: %w", err))
 	}
 	return nil
@@ -77,13 +79,13 @@ func (s *Store) Preload(ctx context.Context) error {
 
 // Functions reports whether the library runs as a FUNCTION library
 // (false: EVALSHA scripts, or not loaded yet).
-func (s *Store) Functions() bool { return serverOf(s.rdb).mode.Load() == modeFunctions }
+func (s *Store) Functions() bool { return s.conn.srv.mode.Load() == modeFunctions }
 
 // Clock reports whether the store passes the server's time to its scripts
 // (the server refuses TIME inside them), and the largest error of that
 // time now (0 when the scripts read TIME themselves).
 func (s *Store) Clock() (passed bool, bound time.Duration) {
-	k := &serverOf(s.rdb).clock
+	k := &s.conn.srv.clock
 	return k.passed.Load(), k.bound()
 }
 
@@ -270,7 +272,7 @@ func (s *Store) group(ops []guard.Op) []*group {
 		g.keys = make([]string, 0, len(ops))
 		for i := range ops {
 			g.idx[i] = i
-			g.keys, g.args = appendOp(g.keys, g.args, &ops[i])
+			g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i])
 		}
 		g.args[0] = len(ops)
 		return []*group{g}
@@ -289,7 +291,7 @@ func (s *Store) group(ops []guard.Op) []*group {
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
-		g.keys, g.args = appendOp(g.keys, g.args, &ops[i])
+		g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i])
 	}
 	for _, g := range groups {
 		g.args[0] = len(g.idx)
@@ -304,7 +306,7 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 	for i, g := range groups {
 		calls[i] = &libCall{entry: entryBatch, keys: g.keys, args: g.args}
 	}
-	if err := lib().exec(ctx, s.rdb, calls); err != nil {
+	if err := lib().exec(ctx, s.conn, calls); err != nil {
 		return nil, err
 	}
 	replies := make([]any, len(calls))

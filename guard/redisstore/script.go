@@ -76,14 +76,25 @@ type server struct {
 	loads   atomic.Int64
 }
 
-var servers sync.Map // Client -> *server
+// Conn is a client of one Redis (a node, a cluster or a ring) with what
+// the stores learn of it: how the library runs there, its clock where
+// scripts may not read TIME, the library's loads, the last reload of a
+// cluster's slot map. The stores built on one Conn (New, NewCodes,
+// NewBlobs) share it; each builds its own on a bare Client.
+type Conn struct {
+	Client
+	srv      server
+	reloaded atomic.Int64 // unix ns of the last slot-map reload started
+}
 
-func serverOf(c Client) *server {
-	if s, ok := servers.Load(c); ok {
-		return s.(*server)
+// Connect returns a Conn on c (c itself when it is one).
+func Connect(c Client) *Conn {
+	if conn, ok := c.(*Conn); ok {
+		return conn
 	}
-	s, _ := servers.LoadOrStore(c, &server{loading: make(chan struct{}, 1)})
-	return s.(*server)
+	conn := &Conn{Client: c}
+	conn.srv.loading = make(chan struct{}, 1)
+	return conn
 }
 
 // reload loads the library unless another caller finished a load after
@@ -91,8 +102,8 @@ func serverOf(c Client) *server {
 // a thousand requests that meet a cold or restarted server wait for one
 // load, instead of each sending every script over a connection pool too
 // small for them all (which timed out on two cores).
-func (l *library) reload(ctx context.Context, c Client, seen int64) error {
-	st := serverOf(c)
+func (l *library) reload(ctx context.Context, c *Conn, seen int64) error {
+	st := &c.srv
 	select {
 	case st.loading <- struct{}{}:
 	case <-ctx.Done():
@@ -130,10 +141,10 @@ var lib = sync.OnceValue(newLibrary) // built on first use: not in every process
 // replica refuses FUNCTION LOAD, and ElastiCache Serverless advertises
 // one on a port its security group keeps closed) and settles the mode:
 // functions where the server has them, scripts otherwise.
-func (l *library) load(ctx context.Context, c Client) error {
-	st := serverOf(c)
+func (l *library) load(ctx context.Context, c *Conn) error {
+	st := &c.srv
 	each := func(ctx context.Context, n *redis.Client) error { return l.loadNode(ctx, n, st) }
-	switch cc := c.(type) {
+	switch cc := c.Client.(type) {
 	case *redis.ClusterClient:
 		return cc.ForEachMaster(ctx, each)
 	case *redis.Ring:
@@ -219,7 +230,7 @@ func (l *library) cmd(ctx context.Context, mode int32, h how, c caller, call *li
 }
 
 // call runs one entry on c.
-func (l *library) call(ctx context.Context, c Client, entry string, keys []string, args []any) (any, error) {
+func (l *library) call(ctx context.Context, c *Conn, entry string, keys []string, args []any) (any, error) {
 	lc := &libCall{entry: entry, keys: keys, args: args}
 	if err := l.exec(ctx, c, []*libCall{lc}); err != nil {
 		return nil, err
@@ -234,8 +245,8 @@ func (l *library) call(ctx context.Context, c Client, entry string, keys []strin
 // again, or the script by EVAL (which also caches it there); a server
 // whose scripts may not read TIME gets the time passed in. A call that
 // may have run (a lost reply, a timeout) is never sent again.
-func (l *library) exec(ctx context.Context, c Client, calls []*libCall) error {
-	st := serverOf(c)
+func (l *library) exec(ctx context.Context, c *Conn, calls []*libCall) error {
+	st := &c.srv
 	if seen := st.loads.Load(); st.mode.Load() == modeUnknown {
 		if err := l.reload(ctx, c, seen); err != nil && isNetworkError(err) {
 			return storeErr(fmt.Errorf("load the otpguard library: %w", err))
@@ -273,7 +284,7 @@ func (l *library) exec(ctx context.Context, c Client, calls []*libCall) error {
 				again = append(again, todo[i])
 				lacked = true
 			default:
-				noteFailure(c, err)
+				c.noteFailure(err)
 				return storeErr(err)
 			}
 		}
@@ -307,9 +318,6 @@ func noClock(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "OTPGUARD_NOCLOCK")
 }
 
-// reloads rate-limits topology reloads: unix ns of the last one started.
-var reloads sync.Map // *redis.ClusterClient -> *atomic.Int64
-
 // noteFailure asks a cluster client to read the slot map again after a
 // node did not answer. Library calls are never retried (onceCmd), so
 // go-redis's own retry path, which marks the node failing and finds the
@@ -317,13 +325,12 @@ var reloads sync.Map // *redis.ClusterClient -> *atomic.Int64
 // keep calling a dead master until its periodic reload, and a failover
 // would last longer than the cluster's own. At most one reload starts
 // every 200ms.
-func noteFailure(c Client, err error) {
-	cc, ok := c.(*redis.ClusterClient)
+func (c *Conn) noteFailure(err error) {
+	cc, ok := c.Client.(*redis.ClusterClient)
 	if !ok || !isNetworkError(err) {
 		return
 	}
-	v, _ := reloads.LoadOrStore(cc, new(atomic.Int64))
-	last := v.(*atomic.Int64)
+	last := &c.reloaded
 	now := time.Now().UnixNano()
 	if l := last.Load(); now-l < int64(200*time.Millisecond) || !last.CompareAndSwap(l, now) {
 		return

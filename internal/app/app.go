@@ -88,6 +88,7 @@ type Keys struct {
 // App is the API, ready to serve.
 type App struct {
 	s        Settings
+	conn     *redisstore.Conn // shared by the store, the codes and the blobs
 	store    *redisstore.Store
 	backstop *memstore.Store
 	clock    *guard.StoreClock
@@ -112,7 +113,8 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 	if s.PreloadTimeout == 0 {
 		s.PreloadTimeout = 2 * time.Second
 	}
-	a := &App{s: s, store: redisstore.New(s.Redis, redisstore.Options{Log: s.Log}), clock: &guard.StoreClock{}}
+	conn := redisstore.Connect(s.Redis)
+	a := &App{s: s, conn: conn, store: redisstore.New(conn, redisstore.Options{Log: s.Log}), clock: &guard.StoreClock{}}
 	if s.Clock != nil {
 		a.backstop = memstore.New(s.Clock)
 	} else {
@@ -159,7 +161,7 @@ func (a *App) Reload(cfg guard.Config, keys Keys) error {
 	if err != nil {
 		return err
 	}
-	codes, err := otp.New(cfg, redisstore.NewCodes(a.s.Redis), a.s.Secret)
+	codes, err := otp.New(cfg, redisstore.NewCodes(a.conn), a.s.Secret)
 	if err != nil {
 		return err
 	}
@@ -179,7 +181,7 @@ func (a *App) Reload(cfg guard.Config, keys Keys) error {
 	}
 	srv, err := api.NewServer(api.Deps{
 		Config: cfg, Guard: g, Codes: codes, Tokens: signer, Sender: a.sender, Auth: a.s.Auth, Admin: a.s.Admin,
-		Health: a.s.Health, Log: a.s.Log, Observer: a.s.Observer, Blobs: redisstore.NewBlobs(a.s.Redis), Captcha: verifier,
+		Health: a.s.Health, Log: a.s.Log, Observer: a.s.Observer, Blobs: redisstore.NewBlobs(a.conn), Captcha: verifier,
 		Events: a.s.Events, Caller: a.s.Caller,
 	})
 	if err != nil {
