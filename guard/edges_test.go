@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -327,5 +328,99 @@ func TestWhatTheBackstopDecidedIsSettledInTheBackstop(t *testing.T) {
 	}
 	if d, _ := g.Allow(ctx, req); d.Allowed {
 		t.Errorf("after a failure the backstop kept: %+v", d)
+	}
+}
+
+// TestACaptchaHasADefaultTimeout: a provider's calls are bounded at 3s
+// unless the config says otherwise.
+func TestACaptchaHasADefaultTimeout(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte("challenge: {captcha: {provider: turnstile, siteKey: k}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Challenge.Captcha; c == nil || c.Timeout != 3*time.Second || c.VerifyURL == "" {
+		t.Fatalf("%+v", c)
+	}
+}
+
+// trustedGuard is a guard with rules for trusted and untrusted devices
+// and a device token of ann's.
+func trustedGuard(t *testing.T, rules string) (*guard.Guard, string) {
+	t.Helper()
+	cfg, err := guard.ParseConfig([]byte("rules:\n" + rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := g.DeviceToken("ann", g.DeviceID("", "ann"), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, tok
+}
+
+// TestADeviceRuleDecidesForItsDevicesOnly: a rule for trusted devices
+// counts the requests with the account's token, and a denial an untrusted
+// client earned (remembered in the deny cache) is never answered to the
+// owner's trusted device.
+func TestADeviceRuleDecidesForItsDevicesOnly(t *testing.T) {
+	g, tok := trustedGuard(t, `  - {name: known, action: login, key: [account], limit: 1, window: 1h, when: {device: trusted}, onStoreError: deny}
+  - {name: strangers, action: login, key: [account], limit: 1, window: 1h, when: {device: untrusted}, onStoreError: deny}
+`)
+	ctx := context.Background()
+	stranger := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+	owner := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}, Device: tok}
+	for i, want := range []bool{true, false, false} {
+		d, err := g.Allow(ctx, stranger)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("stranger %d: %+v %v", i+1, d, err)
+		}
+	}
+	for i, want := range []bool{true, false} {
+		d, err := g.Allow(ctx, owner)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("the owner's device, attempt %d: %+v %v (after the stranger's denials)", i+1, d, err)
+		}
+		if !want && d.DeniedBy != "known" {
+			t.Errorf("the owner's second is denied by %q, want known", d.DeniedBy)
+		}
+	}
+}
+
+// TestAnAttackersRepeatAllocatesAlike: a denial answered from the deny
+// cache costs as many allocations with eight rules as with one (the
+// rules' tags stay on the stack up to eight).
+func TestAnAttackersRepeatAllocatesAlike(t *testing.T) {
+	allocs := func(n int) float64 {
+		var b strings.Builder
+		b.WriteString("rules:\n")
+		for i := range n {
+			b.WriteString("  - {name: r" + strconv.Itoa(i) + ", action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n")
+		}
+		cfg, err := guard.ParseConfig([]byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+		g.Allow(ctx, req)
+		if d, _ := g.Allow(ctx, req); d.Allowed {
+			t.Fatal("the second is allowed")
+		}
+		return testing.AllocsPerRun(50, func() {
+			if d, _ := g.Allow(ctx, req); !d.Rules[0].Cached {
+				t.Fatal("not answered from the cache")
+			}
+		})
+	}
+	if one, eight := allocs(1), allocs(8); eight > one {
+		t.Errorf("a cached denial: %v allocations with one rule, %v with eight", one, eight)
 	}
 }
