@@ -180,6 +180,13 @@ func TestEventsAndDecisionRecords(t *testing.T) {
 	if decisions[3]["requestId"] != "req-7f3a" || decisions[4]["requestId"] != nil {
 		t.Errorf("the request id rides on its own record only: %v / %v", decisions[3], decisions[4])
 	}
+	for i, rec := range decisions {
+		// the request's time in milliseconds: these take a few (a
+		// bcrypt comparison at most), never seconds
+		if ms, ok := rec["ms"].(float64); !ok || ms < 0 || ms > 5000 {
+			t.Errorf("record %d: ms %v", i, rec["ms"])
+		}
+	}
 	if decisions[1]["allowed"] != false || decisions[1]["deniedBy"] != "locks" || decisions[0]["allowed"] != true {
 		t.Errorf("allowed and deniedBy: %v / %v", decisions[0], decisions[1])
 	}
