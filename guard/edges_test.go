@@ -424,3 +424,53 @@ func TestAnAttackersRepeatAllocatesAlike(t *testing.T) {
 		t.Errorf("a cached denial: %v allocations with one rule, %v with eight", one, eight)
 	}
 }
+
+// TestAnUnblockKeepsWhatTheAccountProved: an administrator's unblock of an
+// account lifts its counters and lockouts but not the networks it proved
+// nor a right password held for its code: a login from a new network is
+// still asked for a step-up code (cleared, the account looked new, and a
+// new account is let in from anywhere).
+func TestAnUnblockKeepsWhatTheAccountProved(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte(`rules:
+  - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h, onStoreError: deny}
+  - {name: stepup, action: login, key: [account], algorithm: distinct, of: ip/16, count: successes, limit: 1, remember: 20, window: 720h, mode: challenge, fallback: allow, onStoreError: deny}
+  - {name: held, action: login, key: [account], count: held, limit: 1, window: 24h, mode: challenge, fallback: allow, onStoreError: deny}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	from := func(ip string) guard.Request {
+		return guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: netip.MustParseAddr(ip)}}
+	}
+	home := from("203.0.113.9")
+	d, err := g.Allow(ctx, home)
+	if err != nil || !d.Allowed || d.Challenged {
+		t.Fatalf("the first login: %+v %v", d, err)
+	}
+	if _, err := g.Settle(ctx, home, d, guard.Success); err != nil {
+		t.Fatal(err)
+	}
+	away := from("198.51.100.7")
+	d, _ = g.Allow(ctx, away)
+	if !d.Challenged || d.ChallengedBy != "stepup" {
+		t.Fatalf("a new network before the unblock: %+v", d)
+	}
+	g.Settle(ctx, away, d, guard.Held)
+	names, err := g.Unblock(ctx, "account", guard.Subject{Account: "ann"})
+	if err != nil || !slices.Equal(names, []string{"fails"}) {
+		t.Fatalf("unblock: %v %v", names, err)
+	}
+	d, _ = g.Allow(ctx, from("192.0.2.1"))
+	if !d.Challenged {
+		t.Errorf("a new network after the unblock is let in without a code: %+v", d)
+	}
+	st, _ := g.Status(ctx, "account", guard.Subject{Account: "ann"})
+	if len(st) != 3 {
+		t.Errorf("the status still shows every rule on the account: %+v", st)
+	}
+}

@@ -245,7 +245,8 @@ func (g *Guard) Status(ctx context.Context, dimension string, s Subject) ([]Stat
 // Unblock forgets, for every rule keyed on dimension alone (for account,
 // with the rules keyed on its device: the untrusted clients' bucket), the counters,
 // lockouts and lockout history of the subject whose value of it s holds:
-// an administrator's unlock. It takes effect at once in this process, and
+// an administrator's unlock. It leaves the rules that count successes or
+// held attempts: proofs and pending proofs are not blocks. It takes effect at once in this process, and
 // in the others through Options.Unblocked (each then calls Forget).
 func (g *Guard) Unblock(ctx context.Context, dimension string, s Subject) ([]string, error) {
 	rules, ops, err := g.onDimension(dimension, s, Unblock)
@@ -375,6 +376,14 @@ func (g *Guard) onDimension(dimension string, s Subject, kind OpKind) ([]*rule, 
 	var ops []Op
 	for _, r := range g.all {
 		if !onlyOn(r, dimension) {
+			continue
+		}
+		if kind == Unblock && (r.Count == CountSuccesses || r.Count == CountHeld) {
+			// not a block: what the subject proved (the networks an
+			// account logged in from) and what waits for its proof (a
+			// right password held for its step-up code). Cleared, an
+			// account would look new, and a new account is let in from
+			// anywhere: the unblock would be a step-up bypass.
 			continue
 		}
 		tags, err := g.tags([]*rule{r}, s)
