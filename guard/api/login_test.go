@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -308,4 +309,31 @@ func TestLoginRelaysTheAuthenticator(t *testing.T) {
 	auth.signupErr = errors.New("down")
 	w2, m2 = call(t, h, "POST", "/v1/signup", map[string]string{"email": "new@example.com", "password": "a long enough passphrase"}, false)
 	problemOf(t, w2, m2, 503, "upstream_unavailable")
+}
+
+// TestAStrangerOnTheOwnersAddressCannotLockOutItsTrustedDevice: under the
+// default rules, five wrong passwords from a stranger behind the owner's
+// address (a shared NAT) lock that address's untrusted clients out of
+// the account, never the owner's trusted device (found by an outside
+// probe: the pair rule refused it with the right password).
+func TestAStrangerOnTheOwnersAddressCannotLockOutItsTrustedDevice(t *testing.T) {
+	h, _ := serve(t, "", nil)
+	right := map[string]string{"username": "ann@example.com", "password": "correct horse battery staple"}
+	w, m := call(t, h, "POST", "/v1/login", right, false)
+	device, _ := m["deviceToken"].(string)
+	if w.Code != 200 || device == "" {
+		t.Fatalf("the owner's first login: %d %v", w.Code, m)
+	}
+	for i := range 6 {
+		w, _ := call(t, h, "POST", "/v1/login", map[string]string{"username": "ann@example.com", "password": "a stranger's guess " + strconv.Itoa(i)}, false)
+		if want := map[bool]int{true: 401, false: 429}[i < 5]; w.Code != want {
+			t.Fatalf("the stranger's guess %d: %d, want %d", i+1, w.Code, want)
+		}
+	}
+	if w, m := call(t, h, "POST", "/v1/login", right, false); w.Code != 429 || m["rule"] != "login-per-account-ip" {
+		t.Errorf("an untrusted client of that address: %d %v", w.Code, m)
+	}
+	if w, m := call(t, h, "POST", "/v1/login", right, false, "X-Device-Token", device); w.Code != 200 || m["status"] != "authenticated" {
+		t.Errorf("the owner's trusted device: %d %v", w.Code, m)
+	}
 }
