@@ -235,3 +235,36 @@ func TestRevokedDevicesAreUntrusted(t *testing.T) {
 		t.Errorf("revoking without the backend's credentials: %d", w.Code)
 	}
 }
+
+// TestDecisionRecordsNameTheirSubject: a backend's decision leaves a
+// record with the fingerprints of its subject and IP, never the values.
+func TestDecisionRecordsNameTheirSubject(t *testing.T) {
+	logs := &syncBuffer{}
+	h, _ := serve(t, "rules:\n  - {name: r, action: login, key: [account], limit: 5, window: 1h}\n", func(s *app.Settings) {
+		s.Log = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	for _, sub := range []map[string]string{{"account": "ann", "ip": "203.0.113.9"}, {"account": "bob"}} {
+		if w, m := call(t, h, "POST", "/v1/decisions", map[string]any{"action": "login", "subject": sub}, true); w.Code != 200 {
+			t.Fatalf("%v: %d %v", sub, w.Code, m)
+		}
+	}
+	var recs []map[string]any
+	for _, r := range logs.records(t) {
+		if r["msg"] == "decision" {
+			recs = append(recs, r)
+		}
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d records", len(recs))
+	}
+	a, b := recs[0], recs[1]
+	if s, _ := a["subject"].(string); len(s) < 8 || a["subject"] == b["subject"] {
+		t.Errorf("the subjects' fingerprints: %v / %v", a["subject"], b["subject"])
+	}
+	if ip, _ := a["ip"].(string); len(ip) < 8 || b["ip"] != "" {
+		t.Errorf("the IP's fingerprint, and none without one: %v / %v", a["ip"], b["ip"])
+	}
+	if all := logs.b.String(); strings.Contains(all, `"ann"`) || strings.Contains(all, "203.0.113.9") {
+		t.Errorf("a record holds the account or the IP: %s", all)
+	}
+}

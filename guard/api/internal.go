@@ -141,6 +141,15 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := newRecord(req.Action)
 	defer s.logDecision(ctx, rec)
+	switch {
+	case req.Subject.Account != "":
+		rec.subject = s.Guard.Fingerprint("account", req.Subject.Account)
+	case !req.Subject.Destination.IsZero():
+		rec.subject = s.Guard.Fingerprint("destination", req.Subject.Destination.Key)
+	}
+	if req.Subject.IP.IsValid() {
+		rec.ip = s.Guard.Fingerprint("ip", req.Subject.IP.String())
+	}
 	d, err := s.Guard.Allow(ctx, req)
 	if err != nil {
 		s.internalError(w, r, err)
@@ -151,7 +160,10 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 	if !d.Allowed {
 		rec.outcome = "denied"
 	}
-	out := decisionResponse{Allowed: d.Allowed, DeniedBy: d.DeniedBy, RetryAfter: seconds(d.RetryAfter), Lease: d.Lease, Rules: []ruleState{}, Device: d.Device}
+	out := decisionResponse{Allowed: d.Allowed, DeniedBy: d.DeniedBy, RetryAfter: seconds(d.RetryAfter), Rules: []ruleState{}, Device: d.Device}
+	if d.Allowed {
+		out.Lease = d.Lease // a denied request holds no lease
+	}
 	if d.Challenged {
 		out.Challenge, out.ChallengedBy, rec.outcome = "captcha", d.ChallengedBy, "challenged"
 		if req.Action == "login" {

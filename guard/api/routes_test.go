@@ -259,6 +259,13 @@ func TestRoutesAnswerWhatIsNotThere(t *testing.T) {
 		w, m = call(t, h, "POST", "/v1/decisions", map[string]any{"action": "login", "subject": map[string]string{"account": "ann"}}, false, "Authorization", admin)
 		problemOf(t, w, m, 401, "unauthorized")
 	}
+	// the scheme's name is case-insensitive; the token is not
+	for admin, want := range map[string]int{"bearer " + adminToken: 200, "BEARER " + adminToken: 200, "Bearer  " + adminToken: 401, "Basic " + adminToken: 401, adminToken: 401} {
+		w, m = call(t, h, "POST", "/v1/decisions", map[string]any{"action": "login", "subject": map[string]string{"account": "ann", "ip": "203.0.113.9"}}, false, "Authorization", admin)
+		if w.Code != want {
+			t.Errorf("Authorization %q: %d %v, want %d", strings.Replace(admin, adminToken, "<token>", 1), w.Code, m, want)
+		}
+	}
 	routes := api.Routes()
 	internal := 0
 	for _, r := range routes {
@@ -386,8 +393,8 @@ func TestDecisionsAndOutcomes(t *testing.T) {
 	if m["allowed"] != true || lease == "" {
 		t.Fatalf("a lease: %v", m)
 	}
-	if _, m = decide(export); m["allowed"] != false {
-		t.Fatalf("a second while the first runs: %v", m)
+	if _, m = decide(export); m["allowed"] != false || m["lease"] != nil {
+		t.Fatalf("a second while the first runs: denied, and holding no lease: %v", m)
 	}
 	release := map[string]any{"action": "export", "subject": map[string]string{"account": "ann"}, "release": lease}
 	if w, m = decide(release); w.Code != 200 || m["released"] != true {

@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // BearerAdmin authorizes the internal routes with a bearer token,
-// compared in constant time; an empty token refuses everyone.
+// compared in constant time; an empty token refuses everyone. The
+// scheme's name is case-insensitive (RFC 9110 §11.1): "bearer" is
+// "Bearer".
 func BearerAdmin(token string) func(*http.Request) bool {
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return func(r *http.Request) bool {
-		got := []byte(r.Header.Get("Authorization"))
-		return token != "" && subtle.ConstantTimeCompare(got, want) == 1
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		return token != "" && ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(got), want) == 1
 	}
 }
 
