@@ -268,3 +268,50 @@ func TestDecisionRecordsNameTheirSubject(t *testing.T) {
 		t.Errorf("a record holds the account or the IP: %s", all)
 	}
 }
+
+// TestALockoutDoSIsNamedFromTheFailuresNetworks: an account locked by
+// failures from three networks is a suspected lockout-DoS, named by the
+// rule that counted those networks; the networks its owner proved
+// (a rule counting successes) never make one.
+func TestALockoutDoSIsNamedFromTheFailuresNetworks(t *testing.T) {
+	rules := `rules:
+  - {name: proven, action: login, key: [account], algorithm: distinct, of: ip/16, count: successes, limit: 10, window: 720h}
+  - {name: nets, action: login, key: [account], algorithm: distinct, of: ip/16, count: failures, limit: 10, window: 1h}
+  - {name: locks, action: login, key: [account], count: failures, limit: 3, window: 1h, lockout: {initial: 10m, factor: 2, max: 1h}}
+`
+	login := func(h http.Handler, ip, pw string) int {
+		r := httptest.NewRequest("POST", "/v1/login", strings.NewReader(`{"username":"ann@example.com","password":"`+pw+`"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.RemoteAddr = ip + ":4000"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	const right = "correct horse battery staple"
+	// failures from three networks
+	pub := &published{}
+	h, _ := serve(t, rules, func(s *app.Settings) { s.Events = pub })
+	for i, ip := range []string{"203.0.113.9", "198.51.100.7", "192.0.2.1"} {
+		if c := login(h, ip, "wrong guess"); c != 401 {
+			t.Fatalf("failure %d: %d", i+1, c)
+		}
+	}
+	dos := pub.of(events.LockoutDoS)
+	if len(pub.of(events.LockoutStarted)) != 1 || len(dos) != 1 || dos[0].Detail["networkRule"] != "nets" || dos[0].Detail["networks"] != int64(3) {
+		t.Fatalf("three networks: %+v", pub.es)
+	}
+	// the owner proved three networks; the failures come from one
+	pub = &published{}
+	h, _ = serve(t, rules, func(s *app.Settings) { s.Events = pub })
+	for _, ip := range []string{"203.0.113.9", "198.51.100.7", "192.0.2.1"} {
+		if c := login(h, ip, right); c != 200 {
+			t.Fatalf("the owner from %s: %d", ip, c)
+		}
+	}
+	for range 3 {
+		login(h, "100.64.0.1", "wrong guess")
+	}
+	if len(pub.of(events.LockoutStarted)) != 1 || len(pub.of(events.LockoutDoS)) != 0 {
+		t.Errorf("failures from one network after the owner proved three: %+v", pub.es)
+	}
+}
