@@ -38,6 +38,17 @@ func TestDecodeBytes(t *testing.T) {
 		{`{"a":"x\u0000"}`, "body"},
 		{`{"a":"x"`, "body"},
 		{`{"a":"` + strings.Repeat("[", 100) + `"}`, ""},
+		// a \u escape of half a surrogate pair would be read as U+FFFD:
+		// two passwords would be one
+		{`{"a":"x\ud800y"}`, "body"},
+		{`{"a":"x\udfffy"}`, "body"},
+		{`{"a":"x\uDBFF"}`, "body"},
+		{`{"a":"x\udc00\ud800"}`, "body"},
+		{`{"a":"x\ud800\u0041"}`, "body"},
+		{`{"a":"\ud83d\ude00"}`, ""},       // a pair: 😀
+		{`{"a":"\uDBFF\uDFFF"}`, ""},       // the last pair
+		{`{"a":"\\ud800"}`, ""},            // a backslash, then "ud800"
+		{`{"a":"\u00e9\ud7ff\ue000"}`, ""}, // around the surrogates
 	} {
 		var a, b, in string
 		p := decodeBytes([]byte(c.body), fields{"a": &a, "b": &b, "c": new(map[string]string), "s": fields{"in": &in}})

@@ -88,6 +88,10 @@ func decodeBytes(body []byte, f fields) *Problem {
 		return badBody("the body is not valid UTF-8")
 	case bytes.IndexByte(body, 0) >= 0 || bytes.Contains(body, []byte(`\u0000`)):
 		return badBody("the body holds a NUL character")
+	case loneSurrogate(body):
+		// encoding/json would read it as U+FFFD: two different
+		// passwords (or names) would become one
+		return badBody("the body holds a \\u escape of half a UTF-16 surrogate pair")
 	}
 	d := &decoder{dec: json.NewDecoder(bytes.NewReader(body)), errs: map[string]string{}}
 	d.dec.UseNumber()
@@ -108,6 +112,51 @@ func decodeBytes(body []byte, f fields) *Problem {
 		return invalidRequest(d.errs)
 	}
 	return nil
+}
+
+// loneSurrogate reports a \uD800–\uDFFF escape that is not half of a
+// high-then-low pair.
+func loneSurrogate(body []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return 0, false
+		}
+		var r rune
+		for _, c := range body[i+2 : i+6] {
+			switch {
+			case c >= '0' && c <= '9':
+				r = r<<4 | rune(c-'0')
+			case c >= 'a' && c <= 'f':
+				r = r<<4 | rune(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				r = r<<4 | rune(c-'A'+10)
+			default:
+				return 0, false
+			}
+		}
+		return r, true
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		switch {
+		case !ok:
+			i++ // an escaped character (\\ included): skip it
+		case r >= 0xD800 && r <= 0xDBFF:
+			low, ok := hex4(i + 6)
+			if !ok || low < 0xDC00 || low > 0xDFFF {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // decoder walks the body's tokens once, filling the destinations and
