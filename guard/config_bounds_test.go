@@ -120,12 +120,27 @@ func TestRuleNamesAndStateIDsAreUnique(t *testing.T) {
 
 // An invalid document of many rules reports the first problems and
 // counts the rest.
+// manyBadLimits is n rules, each named apart, each with a limit of 0.
+func manyBadLimits(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: r%d, action: login, key: [ip], limit: 0, window: 1m}\n", i)
+	}
+	return b.String()
+}
+
 func TestProblemsAreCapped(t *testing.T) {
 	_, err := ParseConfig([]byte(strings.Repeat("rules:\n", 1) + strings.Repeat("  - {name: r, action: login, key: [ip], limit: 0, window: 1m}\n", 1000)))
 	lines := strings.Split(fmt.Sprint(err), "\n")
 	// rules[0]'s limit, then every other rule's limit and name: 1999 problems
 	if len(lines) != maxProblems+1 || lines[len(lines)-1] != fmt.Sprintf("config: and %d more problems", 1999-maxProblems) {
 		t.Fatalf("%d lines, the last %q", len(lines), lines[len(lines)-1])
+	}
+	// exactly maxProblems validation problems (one bad limit per rule):
+	// all of them, and no "and 0 more problems"
+	_, err = ParseConfig([]byte("rules:\n" + manyBadLimits(maxProblems)))
+	if lines := strings.Split(fmt.Sprint(err), "\n"); len(lines) != maxProblems || strings.Contains(fmt.Sprint(err), "more problems") {
+		t.Fatalf("%d problems: %d lines, the last %q", maxProblems, len(lines), lines[len(lines)-1])
 	}
 	// exactly maxProblems: all of them, and no "and 0 more"
 	_, err = ParseConfig([]byte("otp: {purposes: [" + strings.Repeat("[x], ", maxProblems) + "x]}"))

@@ -474,3 +474,15 @@ func TestAnUnblockKeepsWhatTheAccountProved(t *testing.T) {
 		t.Errorf("the status still shows every rule on the account: %+v", st)
 	}
 }
+
+// TestATokenLivesUpToADay: token.ttl is more than 0 and at most 24h.
+func TestATokenLivesUpToADay(t *testing.T) {
+	if c, err := guard.ParseConfig([]byte("token: {ttl: 24h}\n")); err != nil || c.Token.TTL != 24*time.Hour {
+		t.Errorf("a day: %v", err)
+	}
+	for _, ttl := range []string{"24h0m0.001s", "0s", "-1s"} {
+		if _, err := guard.ParseConfig([]byte("token: {ttl: " + ttl + "}\n")); err == nil || !strings.Contains(err.Error(), "token.ttl") {
+			t.Errorf("%s: %v", ttl, err)
+		}
+	}
+}
