@@ -486,3 +486,52 @@ func TestATokenLivesUpToADay(t *testing.T) {
 		}
 	}
 }
+
+// TestAddressesAtTheirEdges: every letter and digit range of an unquoted
+// local part, and the reasons a domain or a number is refused.
+func TestAddressesAtTheirEdges(t *testing.T) {
+	if d, err := guard.ParseEmail("az.AZ.09@example.com"); err != nil || d.Address != "az.AZ.09@example.com" {
+		t.Errorf("the ranges' ends: %+v %v", d, err)
+	}
+	for in, want := range map[string]string{
+		"a@.":       "email domain is not a valid domain name",
+		"a@..":      "email domain is not a valid domain name",
+		"a@example": "email domain must have at least two labels",
+	} {
+		if _, err := guard.ParseEmail(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+	cfg := guard.DefaultConfig()
+	if _, err := guard.ParsePhone("+1 123 456 7890", cfg.PhonePolicy()); err == nil || !strings.Contains(err.Error(), "not a valid phone number") {
+		t.Errorf("a number of no area code: %v", err)
+	}
+}
+
+// TestAFailureCountIsNeverRemembered: a denial by a failure-counting rule
+// is not kept in the deny cache: a success another process settles gives
+// the attempt back, and this process's next request asks the store.
+func TestAFailureCountIsNeverRemembered(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte("rules:\n  - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h, onStoreError: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(time.Now)
+	a, _ := guard.New(cfg, store, guard.Options{Secret: []byte(secret)})
+	b, _ := guard.New(cfg, store, guard.Options{Secret: []byte(secret)})
+	ctx := context.Background()
+	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+	d1, _ := a.Allow(ctx, req)
+	if !d1.Allowed {
+		t.Fatal(d1)
+	}
+	if d, _ := a.Allow(ctx, req); d.Allowed {
+		t.Fatalf("the held attempt fills the rule: %+v", d)
+	}
+	if _, err := b.Settle(ctx, req, d1, guard.Success); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := a.Allow(ctx, req); !d.Allowed {
+		t.Errorf("after another process settled the success: %+v", d)
+	}
+}
