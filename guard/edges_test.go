@@ -535,3 +535,43 @@ func TestAFailureCountIsNeverRemembered(t *testing.T) {
 		t.Errorf("after another process settled the success: %+v", d)
 	}
 }
+
+// TestLeasesAdmitExactlyTheLimit: two subjects' leases of one rule, taken
+// in turns, admit each its limit, no less (one's refill must not drop
+// the other's prepaid units) and no more.
+func TestLeasesAdmitExactlyTheLimit(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte("rules:\n  - {name: r, action: export, key: [account], limit: 20, window: 1h, lease: {units: 5}, onStoreError: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+	ctx := context.Background()
+	admitted := map[string]int{}
+	for range 25 {
+		for _, a := range []string{"ann", "bob"} {
+			if d, _ := g.Allow(ctx, guard.Request{Action: "export", Subject: guard.Subject{Account: a}}); d.Allowed {
+				admitted[a]++
+			}
+		}
+	}
+	if admitted["ann"] != 20 || admitted["bob"] != 20 {
+		t.Errorf("admitted %v, want 20 each", admitted)
+	}
+}
+
+// TestPacerAndElasticBounds: a pacer needs a store timeout; an elastic
+// ratio's error names the ratio given, in percent.
+func TestPacerAndElasticBounds(t *testing.T) {
+	for _, c := range []struct {
+		limit         int64
+		per, deadline time.Duration
+	}{{0, time.Second, time.Second}, {2, time.Microsecond, time.Second}, {2, time.Second, 0}} {
+		if _, err := guard.NewPacer(memstore.New(time.Now), "p", c.limit, c.per, c.deadline); err == nil {
+			t.Errorf("a pacer of %d per %s, timeout %s", c.limit, c.per, c.deadline)
+		}
+	}
+	_, err := guard.ParseConfig([]byte("rules:\n  - {name: r, action: otp.send, key: [destination], algorithm: sliding_window, count: failures, limit: 2, window: 24h, elastic: {ratio: 2000%}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "got 2000%") {
+		t.Errorf("an elastic ratio of 2000%%: %v", err)
+	}
+}
