@@ -575,3 +575,35 @@ func TestPacerAndElasticBounds(t *testing.T) {
 		t.Errorf("an elastic ratio of 2000%%: %v", err)
 	}
 }
+
+// TestAHeldRightPasswordIsNoFailureOfItsNetwork: an attempt held for its
+// step-up code (the password was right) counts on a network's failure
+// ratio as a success, not as a failure nor as nothing (an office's
+// unanswered challenges must not make it look like a stuffing network).
+func TestAHeldRightPasswordIsNoFailureOfItsNetwork(t *testing.T) {
+	remaining := func(o guard.Outcome) int64 {
+		cfg, err := guard.ParseConfig([]byte("rules:\n  - {name: ratio, action: login, key: [ip], algorithm: ratio, limit: 50%, min: 4, window: 1h, onStoreError: deny}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _ := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+		ctx := context.Background()
+		ip := netip.MustParseAddr("203.0.113.9")
+		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: ip}}
+		for range 3 {
+			d, _ := g.Allow(ctx, req)
+			if _, err := g.Settle(ctx, req, d, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := g.Status(ctx, "ip", guard.Subject{IP: ip})
+		if err != nil || len(st) != 1 {
+			t.Fatalf("%+v %v", st, err)
+		}
+		return st[0].Remaining
+	}
+	held, success, void := remaining(guard.Held), remaining(guard.Success), remaining(guard.Void)
+	if held != success || held == void {
+		t.Errorf("remaining after three held attempts %d, three successes %d, three void %d: held must count as successes", held, success, void)
+	}
+}
