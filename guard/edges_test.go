@@ -78,15 +78,9 @@ func (n networks) ASN(a netip.Addr) (uint32, bool) { v, ok := n[a]; return v, ok
 // named by number (an administrator's status read); an address the
 // database does not know counts as its /16.
 func TestAnASNIsItsNetworkWhereverItIsNamed(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte("network: {asnDatabase: x.mmdb}\nrules:\n  - {name: per-asn, action: login, key: [asn], limit: 5, window: 1h, onStoreError: deny}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	known := netip.MustParseAddr("203.0.113.9")
-	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Networks: networks{known: 64500}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGuard(t, "network: {asnDatabase: x.mmdb}\nrules:\n  - {name: per-asn, action: login, key: [asn], limit: 5, window: 1h, onStoreError: deny}\n",
+		memstore.New(time.Now), guard.Options{Secret: []byte(secret), Networks: networks{known: 64500}})
 	ctx := context.Background()
 	remaining := func(s guard.Subject) int64 {
 		t.Helper()
@@ -117,19 +111,12 @@ func TestAnASNIsItsNetworkWhereverItIsNamed(t *testing.T) {
 // TestRulesListsWhatMayApply: the rules a request may meet, by action
 // and attributes; with a device token, those of both device values.
 func TestRulesListsWhatMayApply(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte(`rules:
+	g := newGuard(t, `rules:
   - {name: any, action: login, key: [account], limit: 5, window: 1h, onStoreError: deny}
   - {name: strangers, action: login, key: [account], limit: 5, window: 1h, when: {device: untrusted}, onStoreError: deny}
   - {name: known, action: login, key: [account], limit: 5, window: 1h, when: {device: trusted}, onStoreError: deny}
   - {name: sends, action: otp.send, key: [destination], limit: 5, window: 1h}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded")})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded")})
 	if got := g.Rules(guard.Request{Action: "login"}); !slices.Equal(got, []string{"any", "strangers"}) {
 		t.Errorf("without a device token: %v", got)
 	}
@@ -206,20 +193,28 @@ func (s *switchable) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, 
 
 const secret = "a test secret of 32 bytes, padded"
 
+// newGuard is a guard on store with the rules of doc; it fails the test
+// when either is refused.
+func newGuard(t *testing.T, doc string, store guard.Store, opts guard.Options) *guard.Guard {
+	t.Helper()
+	cfg, err := guard.ParseConfig([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard.New(cfg, store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // TestTheDenyCacheKeepsItsSize: a full cache makes room for a new denial
 // by dropping an older one: of three subjects denied for an hour through
 // a cache of two, the last is answered from the cache, and the first two
 // are not both.
 func TestTheDenyCacheKeepsItsSize(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte("store: {denyCache: {ttl: 1m, size: 2}}\nrules:\n  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	st := &switchable{Store: memstore.New(time.Now)}
-	g, err := guard.New(cfg, st, guard.Options{Secret: []byte(secret)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGuard(t, "store: {denyCache: {ttl: 1m, size: 2}}\nrules:\n  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n", st, guard.Options{Secret: []byte(secret)})
 	ctx := context.Background()
 	allow := func(account string) guard.Decision {
 		d, err := g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: account}})
@@ -253,15 +248,8 @@ func TestTheDenyCacheKeepsItsSize(t *testing.T) {
 // lease is forgotten (an unblock), a void gives nothing and breaks
 // nothing.
 func TestAVoidLeasedAttemptGoesBackToTheLease(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte("rules:\n  - {name: r, action: export, key: [account], limit: 20, window: 1h, lease: {units: 5}, onStoreError: deny}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	st := &switchable{Store: memstore.New(time.Now)}
-	g, err := guard.New(cfg, st, guard.Options{Secret: []byte(secret)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGuard(t, "rules:\n  - {name: r, action: export, key: [account], limit: 20, window: 1h, lease: {units: 5}, onStoreError: deny}\n", st, guard.Options{Secret: []byte(secret)})
 	ctx := context.Background()
 	req := guard.Request{Action: "export", Subject: guard.Subject{Account: "ann"}}
 	d1, _ := g.Allow(ctx, req)
@@ -297,18 +285,11 @@ func TestAVoidLeasedAttemptGoesBackToTheLease(t *testing.T) {
 // its failure back in the backstop (the store is not asked): the next
 // attempt is admitted.
 func TestWhatTheBackstopDecidedIsSettledInTheBackstop(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte(`rules:
+	st := &switchable{Store: memstore.New(time.Now)}
+	g := newGuard(t, `rules:
   - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h, onStoreError: allow}
   - {name: other, action: login, key: [ip], limit: 50, window: 1h, onStoreError: allow}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &switchable{Store: memstore.New(time.Now)}
-	g, err := guard.New(cfg, st, guard.Options{Secret: []byte(secret), Backstop: memstore.New(time.Now)})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, st, guard.Options{Secret: []byte(secret), Backstop: memstore.New(time.Now)})
 	ctx := context.Background()
 	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: netip.MustParseAddr("203.0.113.9")}}
 	st.down.Store(true)
@@ -347,14 +328,7 @@ func TestACaptchaHasADefaultTimeout(t *testing.T) {
 // and a device token of ann's.
 func trustedGuard(t *testing.T, rules string) (*guard.Guard, string) {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte("rules:\n" + rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGuard(t, "rules:\n"+rules, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
 	tok, err := g.DeviceToken("ann", g.DeviceID("", "ann"), time.Time{})
 	if err != nil {
 		t.Fatal(err)
@@ -400,14 +374,7 @@ func TestAnAttackersRepeatAllocatesAlike(t *testing.T) {
 		for i := range n {
 			b.WriteString("  - {name: r" + strconv.Itoa(i) + ", action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n")
 		}
-		cfg, err := guard.ParseConfig([]byte(b.String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := newGuard(t, b.String(), memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
 		ctx := context.Background()
 		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
 		g.Allow(ctx, req)
@@ -431,18 +398,11 @@ func TestAnAttackersRepeatAllocatesAlike(t *testing.T) {
 // still asked for a step-up code (cleared, the account looked new, and a
 // new account is let in from anywhere).
 func TestAnUnblockKeepsWhatTheAccountProved(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte(`rules:
+	g := newGuard(t, `rules:
   - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h, onStoreError: deny}
   - {name: stepup, action: login, key: [account], algorithm: distinct, of: ip/16, count: successes, limit: 1, remember: 20, window: 720h, mode: challenge, fallback: allow, onStoreError: deny}
   - {name: held, action: login, key: [account], count: held, limit: 1, window: 24h, mode: challenge, fallback: allow, onStoreError: deny}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
 	ctx := context.Background()
 	from := func(ip string) guard.Request {
 		return guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: netip.MustParseAddr(ip)}}
@@ -512,13 +472,10 @@ func TestAddressesAtTheirEdges(t *testing.T) {
 // is not kept in the deny cache: a success another process settles gives
 // the attempt back, and this process's next request asks the store.
 func TestAFailureCountIsNeverRemembered(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte("rules:\n  - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h, onStoreError: deny}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	const doc = "rules:\n  - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h, onStoreError: deny}\n"
 	store := memstore.New(time.Now)
-	a, _ := guard.New(cfg, store, guard.Options{Secret: []byte(secret)})
-	b, _ := guard.New(cfg, store, guard.Options{Secret: []byte(secret)})
+	a := newGuard(t, doc, store, guard.Options{Secret: []byte(secret)})
+	b := newGuard(t, doc, store, guard.Options{Secret: []byte(secret)})
 	ctx := context.Background()
 	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
 	d1, _ := a.Allow(ctx, req)
@@ -540,11 +497,8 @@ func TestAFailureCountIsNeverRemembered(t *testing.T) {
 // in turns, admit each its limit, no less (one's refill must not drop
 // the other's prepaid units) and no more.
 func TestLeasesAdmitExactlyTheLimit(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte("rules:\n  - {name: r, action: export, key: [account], limit: 20, window: 1h, lease: {units: 5}, onStoreError: deny}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, _ := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+	g := newGuard(t, "rules:\n  - {name: r, action: export, key: [account], limit: 20, window: 1h, lease: {units: 5}, onStoreError: deny}\n",
+		memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
 	ctx := context.Background()
 	admitted := map[string]int{}
 	for range 25 {
@@ -582,11 +536,8 @@ func TestPacerAndElasticBounds(t *testing.T) {
 // unanswered challenges must not make it look like a stuffing network).
 func TestAHeldRightPasswordIsNoFailureOfItsNetwork(t *testing.T) {
 	remaining := func(o guard.Outcome) int64 {
-		cfg, err := guard.ParseConfig([]byte("rules:\n  - {name: ratio, action: login, key: [ip], algorithm: ratio, limit: 50%, min: 4, window: 1h, onStoreError: deny}\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, _ := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+		g := newGuard(t, "rules:\n  - {name: ratio, action: login, key: [ip], algorithm: ratio, limit: 50%, min: 4, window: 1h, onStoreError: deny}\n",
+			memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
 		ctx := context.Background()
 		ip := netip.MustParseAddr("203.0.113.9")
 		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: ip}}

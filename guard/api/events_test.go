@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // published keeps the security events.
@@ -43,24 +43,11 @@ func (p *published) of(kind string) []events.Event {
 	return out
 }
 
-// syncBuffer is a log sink the handlers may write from any goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) records(t *testing.T) []map[string]any {
+// records reads the JSON log lines written to b.
+func records(t *testing.T, b *testutil.Buffer) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -76,7 +63,7 @@ func (s *syncBuffer) records(t *testing.T) []map[string]any {
 // platform's request id); no log line or event holds the address, the
 // IP, the code or the password.
 func TestEventsAndDecisionRecords(t *testing.T) {
-	logs, pub := &syncBuffer{}, &published{}
+	logs, pub := &testutil.Buffer{}, &published{}
 	h, out := serve(t, `rules:
   - {name: locks, action: login, key: [account], count: failures, limit: 1, window: 1h, lockout: {initial: 10m, factor: 2, max: 1h}}
   - {name: cap, action: otp.send, key: [global], limit: 1, window: 1h}
@@ -152,7 +139,7 @@ func TestEventsAndDecisionRecords(t *testing.T) {
 		t.Errorf("the right password after the unblock: %d", c)
 	}
 
-	recs := logs.records(t)
+	recs := records(t, logs)
 	var decisions []map[string]any
 	for _, rec := range recs {
 		if rec["msg"] == "decision" {
@@ -190,7 +177,7 @@ func TestEventsAndDecisionRecords(t *testing.T) {
 	if decisions[1]["allowed"] != false || decisions[1]["deniedBy"] != "locks" || decisions[0]["allowed"] != true {
 		t.Errorf("allowed and deniedBy: %v / %v", decisions[0], decisions[1])
 	}
-	all := logs.b.String()
+	all := logs.String()
 	for _, e := range pub.es {
 		b, _ := json.Marshal(e)
 		all += string(b)
@@ -239,7 +226,7 @@ func TestRevokedDevicesAreUntrusted(t *testing.T) {
 // TestDecisionRecordsNameTheirSubject: a backend's decision leaves a
 // record with the fingerprints of its subject and IP, never the values.
 func TestDecisionRecordsNameTheirSubject(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	h, _ := serve(t, "rules:\n  - {name: r, action: login, key: [account], limit: 5, window: 1h}\n", func(s *app.Settings) {
 		s.Log = slog.New(slog.NewJSONHandler(logs, nil))
 	})
@@ -249,7 +236,7 @@ func TestDecisionRecordsNameTheirSubject(t *testing.T) {
 		}
 	}
 	var recs []map[string]any
-	for _, r := range logs.records(t) {
+	for _, r := range records(t, logs) {
 		if r["msg"] == "decision" {
 			recs = append(recs, r)
 		}
@@ -264,7 +251,7 @@ func TestDecisionRecordsNameTheirSubject(t *testing.T) {
 	if ip, _ := a["ip"].(string); len(ip) < 8 || b["ip"] != "" {
 		t.Errorf("the IP's fingerprint, and none without one: %v / %v", a["ip"], b["ip"])
 	}
-	if all := logs.b.String(); strings.Contains(all, `"ann"`) || strings.Contains(all, "203.0.113.9") {
+	if all := logs.String(); strings.Contains(all, `"ann"`) || strings.Contains(all, "203.0.113.9") {
 		t.Errorf("a record holds the account or the IP: %s", all)
 	}
 }

@@ -2,9 +2,7 @@ package api_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,11 +10,6 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/api"
-	"github.com/otpguard/otpguard/guard/users"
-	"github.com/otpguard/otpguard/internal/app"
-	"github.com/otpguard/otpguard/internal/delivery/queue"
-	"github.com/otpguard/otpguard/internal/localredis"
 )
 
 // outbox keeps the messages sent.
@@ -45,31 +38,7 @@ func (o *outbox) last(t *testing.T) guard.Message {
 // local is the API on an embedded Redis with local users and rules.
 func local(t *testing.T, rules string) (http.Handler, *outbox) {
 	t.Helper()
-	srv, err := localredis.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	cfg, err := guard.ParseConfig([]byte("store: {timeout: 10s}\nrules:\n" + rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	us, err := users.Open("", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := us.Add("ann@example.com", "correct horse battery staple"); err != nil {
-		t.Fatal(err)
-	}
-	out := &outbox{}
-	_, key, _ := ed25519.GenerateKey(nil)
-	a, err := app.New(context.Background(), app.Settings{Redis: srv.Client(), Secret: []byte("0123456789abcdef0123"), Auth: us,
-		Senders: func(queue.Host) (api.Sender, error) { return out, nil }, Log: slog.New(slog.DiscardHandler)}, cfg, app.Keys{Signing: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	return a, out
+	return serve(t, "rules:\n"+rules, nil)
 }
 
 func post(t *testing.T, h http.Handler, path string, body any) (int, map[string]any) {
