@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -361,34 +360,6 @@ func TestADeviceRuleDecidesForItsDevicesOnly(t *testing.T) {
 		if !want && d.DeniedBy != "known" {
 			t.Errorf("the owner's second is denied by %q, want known", d.DeniedBy)
 		}
-	}
-}
-
-// TestAnAttackersRepeatAllocatesAlike: a denial answered from the deny
-// cache costs as many allocations with eight rules as with one (the
-// rules' tags stay on the stack up to eight).
-func TestAnAttackersRepeatAllocatesAlike(t *testing.T) {
-	allocs := func(n int) float64 {
-		var b strings.Builder
-		b.WriteString("rules:\n")
-		for i := range n {
-			b.WriteString("  - {name: r" + strconv.Itoa(i) + ", action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n")
-		}
-		g := newGuard(t, b.String(), memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
-		ctx := context.Background()
-		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
-		g.Allow(ctx, req)
-		if d, _ := g.Allow(ctx, req); d.Allowed {
-			t.Fatal("the second is allowed")
-		}
-		return testing.AllocsPerRun(50, func() {
-			if d, _ := g.Allow(ctx, req); !d.Rules[0].Cached {
-				t.Fatal("not answered from the cache")
-			}
-		})
-	}
-	if one, eight := allocs(1), allocs(8); eight > one {
-		t.Errorf("a cached denial: %v allocations with one rule, %v with eight", one, eight)
 	}
 }
 
