@@ -9,7 +9,7 @@ import (
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
 	if c.OTP.Length != 6 || c.OTP.TTL != 10*time.Minute || c.OTP.MaxAttempts != 5 || c.Store.Timeout != 50*time.Millisecond ||
-		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 28 || c.Devices.TTL != 4320*time.Hour {
+		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 27 || c.Devices.TTL != 4320*time.Hour {
 		t.Fatalf("defaults: %+v", c)
 	}
 	byName := map[string]Rule{}
@@ -33,7 +33,7 @@ func TestDefaultConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Rules) != 29 || c.Rules[21].Name != "login-failure-ratio-per-asn" {
+	if len(c.Rules) != 28 || c.Rules[20].Name != "login-failure-ratio-per-asn" {
 		t.Errorf("with a database: %d rules", len(c.Rules))
 	}
 }

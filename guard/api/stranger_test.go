@@ -1,0 +1,70 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/localredis"
+)
+
+// TestAStrangerCannotKeepAnAddressFromItsCodes: under the default rules,
+// a stranger on two networks sends 8 codes to someone else's address
+// (a minute apart, under the per-minute pace), enters none of them and
+// guesses five times at each until it burns (at least 6 codes and 30
+// guesses answered, or the attack did not happen); the owner, on a
+// network of their own, then asks for a code and enters it. Neither the
+// unanswered codes (counted per address and network) nor the wrong
+// guesses (counted on the guessing client and the code, not the address)
+// cost the owner anything. The address's daily cap on codes is shared by
+// construction (docs/security.md): the stranger stays under it here.
+func TestAStrangerCannotKeepAnAddressFromItsCodes(t *testing.T) {
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	now := time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC)
+	srv.SetTime(now)
+	h, out := serveOn(t, srv, "network: {trustedProxies: [198.51.100.0/24]}\n", nil)
+	const to = "ann@example.com"
+	strangers := []string{"203.0.113.9", "192.0.2.44"}
+	sent, guessed := 0, 0
+	for i := range 8 {
+		ip := strangers[i%2]
+		now = now.Add(61 * time.Second)
+		srv.SetTime(now)
+		w, m := call(t, h, "POST", "/v1/otp/send", map[string]string{"channel": "email", "to": to, "purpose": "login"}, false, "X-Forwarded-For", ip)
+		switch w.Code {
+		case http.StatusAccepted:
+			sent++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("the stranger's send %d: %d %v", i+1, w.Code, m)
+		}
+		for g := range 5 {
+			w, m := call(t, h, "POST", "/v1/otp/verify", map[string]string{"to": to, "purpose": "login", "code": fmt.Sprintf("%06d", 111111*g+i)}, false, "X-Forwarded-For", ip)
+			switch w.Code {
+			case http.StatusUnprocessableEntity:
+				guessed++
+			case http.StatusTooManyRequests:
+			default:
+				t.Fatalf("the stranger's guess %d at code %d: %d %v", g+1, i+1, w.Code, m)
+			}
+		}
+	}
+	if sent < 6 || guessed < 30 {
+		t.Fatalf("the stranger sent %d codes and guessed %d times: the attack did not happen", sent, guessed)
+	}
+	now = now.Add(61 * time.Second)
+	srv.SetTime(now)
+	w, m := call(t, h, "POST", "/v1/otp/send", map[string]string{"channel": "email", "to": to, "purpose": "login"}, false)
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("the owner's send after a stranger's 8 codes and 40 guesses: %d %v", w.Code, m)
+	}
+	w, m = call(t, h, "POST", "/v1/otp/verify", map[string]string{"to": to, "purpose": "login", "code": out.last(t).Code}, false)
+	if w.Code != http.StatusOK {
+		t.Fatalf("the owner's right code after a stranger's 8 codes and 40 guesses: %d %v", w.Code, m)
+	}
+}
