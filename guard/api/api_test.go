@@ -59,6 +59,14 @@ func TestDecodeBytes(t *testing.T) {
 			t.Errorf("%q: want a 400 naming %q, got %+v", c.body, c.field, p)
 		}
 	}
+	// A NUL anywhere, raw or escaped, is named as such (not as invalid
+	// JSON): the first byte too.
+	for _, body := range []string{"\x00{\"a\":\"x\"}", "{\"a\":\"x\"}\x00", "{\"a\":\"x\\u0000\"}"} {
+		var a string
+		if p := decodeBytes([]byte(body), fields{"a": &a}); p == nil || p.Errors["body"] != "the body holds a NUL character" {
+			t.Errorf("%q: want the NUL named, got %+v", body, p)
+		}
+	}
 }
 
 func TestDecodeLimitsTheBody(t *testing.T) {

@@ -41,7 +41,11 @@ func deniedFor(d guard.Decision, p *Problem) *Denied {
 	if p != nil && p.RetryAfter > 0 {
 		retry = time.Duration(p.RetryAfter) * time.Second
 	}
-	return &Denied{Message: "Too many attempts. Try again " + inWords(retry) + ".", Rule: d.DeniedBy}
+	rule := d.DeniedBy
+	if rule == "" {
+		rule = d.ChallengedBy // a challenge its fallback refused
+	}
+	return &Denied{Message: "Too many attempts. Try again " + inWords(retry) + ".", Rule: rule}
 }
 
 // inWords is a wait in words a person reads: "in 3 minutes".

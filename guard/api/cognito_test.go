@@ -193,3 +193,31 @@ func TestCognitoPreAuthenticationCountsUntilProven(t *testing.T) {
 		t.Errorf("the account is locked: %+v %v", st, err)
 	}
 }
+
+// TestACognitoTriggerLetsTheFallbackAnswerAChallenge: a trigger cannot
+// ask for a step-up inside Cognito's flow, so past a challenge rule's
+// limit its fallback decides: deny refuses the sign-in, allow lets it
+// through; under the limit nothing is challenged and both admit.
+func TestACognitoTriggerLetsTheFallbackAnswerAChallenge(t *testing.T) {
+	for _, fallback := range []string{"deny", "allow"} {
+		t.Run(fallback, func(t *testing.T) {
+			s, _, _ := cognitoServer(t, "  - {name: stepup, action: login, key: [global], limit: 1, window: 1h, mode: challenge, fallback: "+fallback+"}\n")
+			ctx := context.Background()
+			sub := api.TriggerSubject{Account: "ann", IP: ip}
+			if _, err := s.CognitoPreAuthentication(ctx, sub); err != nil {
+				t.Fatalf("under the limit: %v", err)
+			}
+			r, err := s.CognitoPreAuthentication(ctx, sub)
+			switch fallback {
+			case "deny":
+				if d := denied(t, err); r != "" || d.Rule != "stepup" {
+					t.Errorf("challenged, fallback deny: %q %+v", r, d)
+				}
+			case "allow":
+				if err != nil {
+					t.Errorf("challenged, fallback allow: %q %v", r, err)
+				}
+			}
+		})
+	}
+}
