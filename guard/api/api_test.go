@@ -27,6 +27,11 @@ func TestDecodeBytes(t *testing.T) {
 		{`{"a":"x","c":{"d":1,"d":2}}`, "body"},
 		{`{"a":"x","A":"y"}`, "A"},
 		{`{"z":"x"}`, "z"},
+		// an unknown member's value is read through, checked as JSON
+		{`{"z":{"a":1,"b":[2,{"c":3}]},"a":"x"}`, "z"},
+		{`{"z":{"a":1,"a":2}}`, "body"},
+		{`{"z":{"a":1,"b":{"c":1,"c":2}}}`, "body"},
+		{`{"z":{"a":1,"b":2,"a":3}}`, "body"},
 		{`{"a":1}`, "a"},
 		{`{"a":["x"]}`, "a"},
 		{`{"a":"x"}{"b":"y"}`, "body"},
