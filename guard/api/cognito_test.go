@@ -10,6 +10,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/delivery/queue"
 )
 
 // The Cognito triggers' entry points (internal/triggers decodes the
@@ -219,5 +220,66 @@ func TestACognitoTriggerLetsTheFallbackAnswerAChallenge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCognitoConfirmedSettlesTheNewestCodesItKept: an address's receipts
+// are kept up to 64 a purpose: of 70 sign-up codes (under a limit of 70
+// unanswered), the confirmation gives back the newest 64, and the 6
+// oldest stay counted.
+func TestCognitoConfirmedSettlesTheNewestCodesItKept(t *testing.T) {
+	s, _, _ := cognitoServer(t, "  - {name: unverified, action: otp.send, key: [destination], count: failures, limit: 70, window: 24h}\n")
+	ctx := context.Background()
+	send := func() error {
+		return s.CognitoSend(ctx, api.CognitoMessage{Source: "SignUp", Channel: guard.Email, To: "ann@example.com", Code: "123456"})
+	}
+	for i := range 70 {
+		if err := send(); err != nil {
+			t.Fatalf("send %d: %v", i+1, err)
+		}
+	}
+	denied(t, send())
+	if err := s.CognitoConfirmed(ctx, false, "ann@example.com", ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 64 {
+		if err := send(); err != nil {
+			t.Fatalf("after the confirmation, send %d: %v", i+1, err)
+		}
+	}
+	denied(t, send())
+}
+
+// failing is a sender that fails with err while it is set.
+type failing struct{ err error }
+
+func (f *failing) Send(context.Context, guard.Message) error { return f.err }
+
+// TestACognitoMessageThatFailsGivesItsSendBack: a message the provider
+// could not take (an outage) gives its send back, so the user's retry is
+// not refused for it; one the provider refuses as undeliverable keeps it
+// (the address cannot receive: its sends count).
+func TestACognitoMessageThatFailsGivesItsSendBack(t *testing.T) {
+	for _, c := range []struct {
+		err       error
+		givenBack bool
+	}{{errors.New("the provider is down"), true}, {guard.ErrUndeliverable, false}} {
+		sender := &failing{c.err}
+		h, _ := serve(t, "rules:\n  - {name: per-dest, action: otp.send, key: [destination], limit: 1, window: 1h}\n",
+			func(st *app.Settings) { st.Senders = func(queue.Host) (api.Sender, error) { return sender, nil } })
+		s := h.(*app.App).Server()
+		ctx := context.Background()
+		msg := api.CognitoMessage{Source: "SignUp", Channel: guard.Email, To: "ann@example.com", Code: "123456"}
+		if err := s.CognitoSend(ctx, msg); err == nil || errors.As(err, new(*api.Denied)) {
+			t.Fatalf("%v: the failed send answered %v", c.err, err)
+		}
+		sender.err = nil
+		err := s.CognitoSend(ctx, msg)
+		if c.givenBack && err != nil {
+			t.Errorf("%v: the retry: %v, want it sent", c.err, err)
+		}
+		if !c.givenBack {
+			denied(t, err)
+		}
 	}
 }

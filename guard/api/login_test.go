@@ -256,9 +256,9 @@ func TestLoginRelaysTheAuthenticator(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w
 	}
-	auth.result = guard.LoginResult{Passthrough: &guard.Passthrough{Status: 201, ContentType: "text/plain", Body: []byte("welcome"), Cookies: []string{"sid=1", "theme=dark"}}}
+	auth.result = guard.LoginResult{Passthrough: &guard.Passthrough{Status: 200, ContentType: "text/plain", Body: []byte("welcome"), Cookies: []string{"sid=1", "theme=dark"}}}
 	w := login()
-	if w.Code != 201 || w.Body.String() != "welcome" || w.Header().Get("Content-Type") != "text/plain" || len(w.Header().Values("Set-Cookie")) != 3 ||
+	if w.Code != 200 || w.Body.String() != "welcome" || w.Header().Get("Content-Type") != "text/plain" || len(w.Header().Values("Set-Cookie")) != 3 ||
 		w.Header().Get("X-Device-Token") == "" || w.Header().Get("Cache-Control") != "no-store" {
 		t.Errorf("a relayed success: %d %v %q", w.Code, w.Header(), w.Body)
 	}

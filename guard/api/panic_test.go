@@ -17,7 +17,7 @@ import (
 type panicking struct{ v any }
 
 func (p panicking) Login(context.Context, guard.Login) (guard.LoginResult, error) { panic(p.v) }
-func (p panicking) SignUp(context.Context, guard.SignUp) error                   { panic(p.v) }
+func (p panicking) SignUp(context.Context, guard.SignUp) error                    { panic(p.v) }
 
 // TestAPanicIsA500ThatTellsNothing: a handler's panic is answered with a
 // 500 problem and logged by the route and the panic's type, never its
