@@ -1,6 +1,7 @@
 package guard_test
 
 import (
+	"fmt"
 	"context"
 	"errors"
 	"net/netip"
@@ -527,5 +528,88 @@ func TestAHeldRightPasswordIsNoFailureOfItsNetwork(t *testing.T) {
 	held, success, void := remaining(guard.Held), remaining(guard.Success), remaining(guard.Void)
 	if held != success || held == void {
 		t.Errorf("remaining after three held attempts %d, three successes %d, three void %d: held must count as successes", held, success, void)
+	}
+}
+
+// TestAnUntrustedClientsRepeatIsAnsweredFromTheCache: a client with no
+// device token meets a rule keyed on the device as the account's
+// untrusted bucket, whatever tokens exist: its denial is remembered and
+// its repeat costs no store call (the cache is skipped only when a
+// trusted token may pick another state).
+func TestAnUntrustedClientsRepeatIsAnsweredFromTheCache(t *testing.T) {
+	st := &switchable{Store: memstore.New(time.Now)}
+	g := newGuard(t, "store: {denyCache: {ttl: 1m, size: 10}}\nrules:\n  - {name: per-device, action: login, key: [device], limit: 1, window: 1h, onStoreError: deny}\n", st, guard.Options{Secret: []byte(secret)})
+	ctx := context.Background()
+	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+	for i, want := range []bool{true, false} {
+		if d, err := g.Allow(ctx, req); err != nil || d.Allowed != want {
+			t.Fatalf("attempt %d: %+v %v", i+1, d, err)
+		}
+	}
+	before := st.calls.Load()
+	if d, err := g.Allow(ctx, req); err != nil || d.Allowed || !d.Rules[0].Cached || st.calls.Load() != before {
+		t.Errorf("the repeat: %+v %v, %d store calls", d, err, st.calls.Load()-before)
+	}
+}
+
+// TestWhatTheBackstopAdmittedLeasesNothing: while the store fails, the
+// backstop admits from its own counts, and no unit of those becomes a
+// lease: once the store answers again and says the budget is spent, the
+// process denies (a lease from the backstop would admit past Redis).
+func TestWhatTheBackstopAdmittedLeasesNothing(t *testing.T) {
+	const doc = `rules:
+  - {name: budget, action: export, key: [global], limit: 40, window: 1h, lease: {units: 8}, onStoreError: allow}
+`
+	mem := memstore.New(time.Now)
+	st := &switchable{Store: mem}
+	g := newGuard(t, doc, st, guard.Options{Secret: []byte(secret), Backstop: memstore.New(time.Now)})
+	other := newGuard(t, doc, mem, guard.Options{Secret: []byte(secret), Backstop: memstore.New(time.Now)})
+	ctx := context.Background()
+	req := guard.Request{Action: "export", Subject: guard.Subject{Account: "a"}}
+	st.down.Store(true)
+	if d, err := g.Allow(ctx, req); err != nil || !d.Allowed || d.StoreError == nil {
+		t.Fatalf("the backstop's answer: %+v %v", d, err)
+	}
+	st.down.Store(false)
+	spent := 0
+	for range 60 {
+		if d, err := other.Allow(ctx, req); err == nil && d.Allowed {
+			spent++
+		}
+	}
+	if spent != 40 {
+		t.Fatalf("another process spent %d of the budget of 40", spent)
+	}
+	if d, err := g.Allow(ctx, req); err != nil || d.Allowed {
+		t.Errorf("once the store answers that the budget is spent: %+v %v", d, err)
+	}
+}
+
+// TestADeniedDecisionLeasesNothing: a lease is granted only from units
+// the store took for an admitted request. Behind a leased global budget
+// of 40, every account's second request is denied by its own rule (the
+// store takes nothing then): 40 accounts are admitted, and not one more.
+func TestADeniedDecisionLeasesNothing(t *testing.T) {
+	g := newGuard(t, `store: {denyCache: {ttl: 1ms, size: 10}}
+rules:
+  - {name: budget, action: export, key: [global], limit: 40, window: 1h, lease: {units: 8}, onStoreError: deny}
+  - {name: once, action: export, key: [account], limit: 1, window: 1h, onStoreError: deny}
+`, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+	ctx := context.Background()
+	admitted := 0
+	for i := range 100 {
+		req := guard.Request{Action: "export", Subject: guard.Subject{Account: fmt.Sprintf("a%d", i)}}
+		for range 2 {
+			d, err := g.Allow(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+	}
+	if admitted != 40 {
+		t.Errorf("%d admitted under a budget of 40", admitted)
 	}
 }
