@@ -1,9 +1,9 @@
 package guard_test
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"

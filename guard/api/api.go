@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/token"
@@ -50,13 +51,13 @@ type Queuer interface {
 
 // Authenticator checks credentials and creates accounts for /v1/login and
 // /v1/signup: the local users, Cognito, or the app's own endpoints. Errors
-// wrap guard.ErrInvalidCredentials, guard.ErrRejected or
-// guard.ErrAuthUnavailable.
+// wrap authn.ErrInvalidCredentials, authn.ErrRejected or
+// authn.ErrUnavailable.
 type Authenticator interface {
-	Login(ctx context.Context, l guard.Login) (guard.LoginResult, error)
+	Login(ctx context.Context, l authn.Login) (authn.LoginResult, error)
 	// SignUp creates an account; for an address already registered it
 	// changes nothing and returns nil, as for a new one.
-	SignUp(ctx context.Context, s guard.SignUp) error
+	SignUp(ctx context.Context, s authn.SignUp) error
 }
 
 // Confirmer is an authenticator whose accounts are confirmed by a code

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/proof"
 )
@@ -49,7 +50,7 @@ type heldLogin struct {
 	Channel   string            `json:"c"`
 	Receipt   string            `json:"r"`
 	Presented string            `json:"p,omitempty"`
-	Result    guard.LoginResult `json:"x"`
+	Result    authn.LoginResult `json:"x"`
 }
 
 // sessionLen is a session id's length: 128 random bits, base64url.
@@ -110,7 +111,7 @@ func (s *Server) open(blob []byte, key string) (heldLogin, error) {
 
 // verifiedDestination is where a step-up code for res can go: the
 // verified email, else the verified phone.
-func (s *Server) verifiedDestination(res guard.LoginResult) (guard.Destination, bool) {
+func (s *Server) verifiedDestination(res authn.LoginResult) (guard.Destination, bool) {
 	if res.VerifiedEmail != "" {
 		if d, err := guard.ParseEmail(res.VerifiedEmail); err == nil {
 			return d, true
@@ -136,7 +137,7 @@ type challengeResponse struct {
 // was right: a code to the account's verified address and the result
 // held, or the rule's fallback when there is no such address (or no way
 // to send).
-func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, account, presented string, res guard.LoginResult) {
+func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, account, presented string, res authn.LoginResult) {
 	d := rec.decision
 	dest, ok := s.verifiedDestination(res)
 	if !ok || s.Sender == nil || s.Blobs == nil {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/password"
 	"github.com/otpguard/otpguard/guard/token"
 )
@@ -62,12 +63,12 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	res, err := s.Auth.Login(ctx, guard.Login{
+	res, err := s.Auth.Login(ctx, authn.Login{
 		Account: account, Username: in.Username, Password: in.Password, Body: body,
 		ClientIP: req.Subject.IP, UserAgent: r.UserAgent(),
 	})
 	switch {
-	case errors.Is(err, guard.ErrInvalidCredentials):
+	case errors.Is(err, authn.ErrInvalidCredentials):
 		s.settle(ctx, req, rec.decision, guard.Failure)
 		s.fail(w, rec, problem("invalid_credentials", "the username or password is wrong"))
 		return
@@ -99,7 +100,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 
 // loginAnswer writes a successful login's answer: the authenticator's
 // result and the account's device token (issued at the store time at).
-func (s *Server) loginAnswer(ctx context.Context, w http.ResponseWriter, rec *record, account, presented string, res guard.LoginResult, at time.Time) {
+func (s *Server) loginAnswer(ctx context.Context, w http.ResponseWriter, rec *record, account, presented string, res authn.LoginResult, at time.Time) {
 	device := func() string {
 		return s.deviceToken(ctx, w, account, presented, at)
 	}
@@ -200,12 +201,12 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	err = s.Auth.SignUp(ctx, guard.SignUp{
+	err = s.Auth.SignUp(ctx, authn.SignUp{
 		Email: dest.Address, Password: in.Password, Attributes: in.Attributes, Body: body,
 		ClientIP: req.Subject.IP, UserAgent: r.UserAgent(),
 	})
 	switch {
-	case errors.Is(err, guard.ErrRejected):
+	case errors.Is(err, authn.ErrRejected):
 		// Refused for what the authenticator says of it (its password
 		// policy): no account was made, nothing counts.
 		s.settle(ctx, req, rec.decision, guard.Void)
@@ -252,9 +253,9 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 }
 
 // rejection is what an authenticator says of a rejected signup (it wraps
-// guard.ErrRejected first: "%w: what").
+// authn.ErrRejected first: "%w: what").
 func rejection(err error) string {
-	return strings.TrimPrefix(err.Error(), guard.ErrRejected.Error()+": ")
+	return strings.TrimPrefix(err.Error(), authn.ErrRejected.Error()+": ")
 }
 
 func validAttribute(k string) bool {

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
-
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/internal/app"
 )
 
@@ -225,18 +224,18 @@ func TestStepUpAnswers(t *testing.T) {
 // authenticator answers every login with result (or err) and every
 // signup with signupErr; it keeps what it was given.
 type authenticator struct {
-	result    guard.LoginResult
+	result    authn.LoginResult
 	err       error
 	signupErr error
-	logins    []guard.Login
+	logins    []authn.Login
 }
 
-func (a *authenticator) Login(_ context.Context, l guard.Login) (guard.LoginResult, error) {
+func (a *authenticator) Login(_ context.Context, l authn.Login) (authn.LoginResult, error) {
 	a.logins = append(a.logins, l)
 	return a.result, a.err
 }
 
-func (a *authenticator) SignUp(context.Context, guard.SignUp) error { return a.signupErr }
+func (a *authenticator) SignUp(context.Context, authn.SignUp) error { return a.signupErr }
 
 // TestLoginRelaysTheAuthenticator: what an authenticator answers is what
 // the client gets: the app's own answer relayed (status, type, cookies,
@@ -256,7 +255,7 @@ func TestLoginRelaysTheAuthenticator(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w
 	}
-	auth.result = guard.LoginResult{Passthrough: &guard.Passthrough{Status: 200, ContentType: "text/plain", Body: []byte("welcome"), Cookies: []string{"sid=1", "theme=dark"}}}
+	auth.result = authn.LoginResult{Passthrough: &authn.Passthrough{Status: 200, ContentType: "text/plain", Body: []byte("welcome"), Cookies: []string{"sid=1", "theme=dark"}}}
 	w := login()
 	if w.Code != 200 || w.Body.String() != "welcome" || w.Header().Get("Content-Type") != "text/plain" || len(w.Header().Values("Set-Cookie")) != 3 ||
 		w.Header().Get("X-Device-Token") == "" || w.Header().Get("Cache-Control") != "no-store" {
@@ -267,18 +266,18 @@ func TestLoginRelaysTheAuthenticator(t *testing.T) {
 		string(l.Body) != `{"username":"Ann","password":"pw"}` {
 		t.Errorf("what the authenticator was given: %+v", l)
 	}
-	auth.result = guard.LoginResult{Passthrough: &guard.Passthrough{Status: 300, Body: []byte("elsewhere")}}
+	auth.result = authn.LoginResult{Passthrough: &authn.Passthrough{Status: 300, Body: []byte("elsewhere")}}
 	if w := login(); w.Code != 300 || w.Header().Get("X-Device-Token") != "" || len(w.Header().Values("Set-Cookie")) != 0 {
 		t.Errorf("a relayed redirect gets no device: %d %v", w.Code, w.Header())
 	}
-	auth.result = guard.LoginResult{Challenge: &guard.Challenge{Name: "SOFTWARE_TOKEN_MFA", Session: "s-1"}}
+	auth.result = authn.LoginResult{Challenge: &authn.Challenge{Name: "SOFTWARE_TOKEN_MFA", Session: "s-1"}}
 	w = login()
 	var m map[string]any
 	_ = json.Unmarshal(w.Body.Bytes(), &m)
 	if w.Code != 200 || m["status"] != "challenge" || m["challengeName"] != "SOFTWARE_TOKEN_MFA" || m["session"] != "s-1" || len(m) != 3 {
 		t.Errorf("the authenticator's challenge: %d %v", w.Code, m)
 	}
-	auth.result = guard.LoginResult{Fields: map[string]any{"authenticationResult": map[string]any{"IdToken": "x"}}}
+	auth.result = authn.LoginResult{Fields: map[string]any{"authenticationResult": map[string]any{"IdToken": "x"}}}
 	w = login()
 	m = nil
 	_ = json.Unmarshal(w.Body.Bytes(), &m)
@@ -287,12 +286,12 @@ func TestLoginRelaysTheAuthenticator(t *testing.T) {
 	}
 
 	// an outage counts nothing: the failures rule still has its unit
-	auth.err = guard.ErrAuthUnavailable
+	auth.err = authn.ErrUnavailable
 	w = login()
 	if w.Code != 503 {
 		t.Fatalf("an outage: %d %s", w.Code, w.Body)
 	}
-	auth.err = guard.ErrInvalidCredentials
+	auth.err = authn.ErrInvalidCredentials
 	if w := login(); w.Code != 401 {
 		t.Errorf("a wrong password after the outage: %d", w.Code)
 	}
@@ -300,7 +299,7 @@ func TestLoginRelaysTheAuthenticator(t *testing.T) {
 		t.Errorf("the second wrong password: %d", w.Code)
 	}
 
-	auth.signupErr = fmt.Errorf("%w: the password is too simple", guard.ErrRejected)
+	auth.signupErr = fmt.Errorf("%w: the password is too simple", authn.ErrRejected)
 	w2, m2 := call(t, h, "POST", "/v1/signup", map[string]string{"email": "new@example.com", "password": "a long enough passphrase"}, false)
 	problemOf(t, w2, m2, 400, "invalid_request")
 	if errorsOf(m2)["body"] != "the authenticator refuses this signup: the password is too simple" {

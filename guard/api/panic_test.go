@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
@@ -16,8 +16,8 @@ import (
 // panicking is an authenticator that panics with v.
 type panicking struct{ v any }
 
-func (p panicking) Login(context.Context, guard.Login) (guard.LoginResult, error) { panic(p.v) }
-func (p panicking) SignUp(context.Context, guard.SignUp) error                    { panic(p.v) }
+func (p panicking) Login(context.Context, authn.Login) (authn.LoginResult, error) { panic(p.v) }
+func (p panicking) SignUp(context.Context, authn.SignUp) error                    { panic(p.v) }
 
 // TestAPanicIsA500ThatTellsNothing: a handler's panic is answered with a
 // 500 problem and logged by the route and the panic's type, never its

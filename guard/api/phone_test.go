@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/internal/app"
 )
 
@@ -13,13 +14,13 @@ import (
 // no verified email) and takes one password.
 type phoneOnly struct{ phone string }
 
-func (p phoneOnly) Login(_ context.Context, l guard.Login) (guard.LoginResult, error) {
+func (p phoneOnly) Login(_ context.Context, l authn.Login) (authn.LoginResult, error) {
 	if l.Password != "correct horse battery staple" {
-		return guard.LoginResult{}, guard.ErrInvalidCredentials
+		return authn.LoginResult{}, authn.ErrInvalidCredentials
 	}
-	return guard.LoginResult{Token: true, VerifiedPhone: p.phone}, nil
+	return authn.LoginResult{Token: true, VerifiedPhone: p.phone}, nil
 }
-func (phoneOnly) SignUp(context.Context, guard.SignUp) error { return nil }
+func (phoneOnly) SignUp(context.Context, authn.SignUp) error { return nil }
 
 // TestAStepUpCodeGoesToTheVerifiedPhone: an account with no verified
 // email gets its step-up code by SMS at its verified phone, and the code

@@ -6,10 +6,10 @@
 // Every error a user can cause maps to an answer that tells no account
 // apart from another: a wrong password, an unknown user, an unconfirmed
 // one, a disabled one (NotAuthorized "User is disabled."), one who must
-// reset the password, all are guard.ErrInvalidCredentials; a signup for a
+// reset the password, all are authn.ErrInvalidCredentials; a signup for a
 // registered address (UsernameExists) succeeds like a new one. Cognito's
 // own throttling (TooManyRequests, LimitExceeded) and failures are
-// guard.ErrAuthUnavailable: not the user's doing, never counted as their
+// authn.ErrUnavailable: not the user's doing, never counted as their
 // failure. MFA and new-password challenges are answered as challenges.
 //
 // Configure the pool with PreventUserExistenceErrors ENABLED, and a
@@ -35,8 +35,7 @@ import (
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 	"github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider/types"
 	"github.com/aws/smithy-go"
-
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 )
 
 // API is the part of the Cognito client the authenticator uses.
@@ -68,7 +67,7 @@ func (a *Authenticator) secretHash(username string) *string {
 }
 
 // Login implements api.Authenticator.
-func (a *Authenticator) Login(ctx context.Context, l guard.Login) (guard.LoginResult, error) {
+func (a *Authenticator) Login(ctx context.Context, l authn.Login) (authn.LoginResult, error) {
 	params := map[string]string{"USERNAME": l.Username, "PASSWORD": l.Password}
 	if h := a.secretHash(l.Username); h != nil {
 		params["SECRET_HASH"] = *h
@@ -77,21 +76,21 @@ func (a *Authenticator) Login(ctx context.Context, l guard.Login) (guard.LoginRe
 		AuthFlow: types.AuthFlowTypeUserPasswordAuth, ClientId: aws.String(a.clientID), AuthParameters: params,
 	})
 	if err != nil {
-		return guard.LoginResult{}, classify(err)
+		return authn.LoginResult{}, classify(err)
 	}
 	if out.ChallengeName != "" {
-		return guard.LoginResult{Challenge: &guard.Challenge{Name: string(out.ChallengeName), Session: aws.ToString(out.Session)}}, nil
+		return authn.LoginResult{Challenge: &authn.Challenge{Name: string(out.ChallengeName), Session: aws.ToString(out.Session)}}, nil
 	}
 	r := out.AuthenticationResult
 	if r == nil {
-		return guard.LoginResult{}, fmt.Errorf("%w: cognito answered neither tokens nor a challenge", guard.ErrAuthUnavailable)
+		return authn.LoginResult{}, fmt.Errorf("%w: cognito answered neither tokens nor a challenge", authn.ErrUnavailable)
 	}
 	res := map[string]any{"accessToken": aws.ToString(r.AccessToken), "idToken": aws.ToString(r.IdToken),
 		"expiresIn": r.ExpiresIn, "tokenType": aws.ToString(r.TokenType)}
 	if r.RefreshToken != nil {
 		res["refreshToken"] = *r.RefreshToken
 	}
-	out2 := guard.LoginResult{Fields: map[string]any{"authenticationResult": res}}
+	out2 := authn.LoginResult{Fields: map[string]any{"authenticationResult": res}}
 	out2.VerifiedEmail, out2.VerifiedPhone = verified(aws.ToString(r.IdToken))
 	return out2, nil
 }
@@ -129,7 +128,7 @@ func verified(idToken string) (email, phone string) {
 
 // SignUp implements api.Authenticator: Cognito then sends its own
 // confirmation code.
-func (a *Authenticator) SignUp(ctx context.Context, s guard.SignUp) error {
+func (a *Authenticator) SignUp(ctx context.Context, s authn.SignUp) error {
 	attrs := []types.AttributeType{{Name: aws.String("email"), Value: aws.String(s.Email)}}
 	for _, k := range slices.Sorted(maps.Keys(s.Attributes)) {
 		if k != "email" {
@@ -151,9 +150,9 @@ func (a *Authenticator) SignUp(ctx context.Context, s guard.SignUp) error {
 		// not deliver leaves a user who asks for another.
 		return nil
 	case code == "InvalidPasswordException":
-		return fmt.Errorf("%w: the password does not meet the user pool's policy", guard.ErrRejected)
+		return fmt.Errorf("%w: the password does not meet the user pool's policy", authn.ErrRejected)
 	case code == "InvalidParameterException":
-		return fmt.Errorf("%w: the user pool refuses an attribute", guard.ErrRejected)
+		return fmt.Errorf("%w: the user pool refuses an attribute", authn.ErrRejected)
 	}
 	return classify(err)
 }
@@ -172,9 +171,9 @@ func classify(err error) error {
 		// (cognito-local) with InvalidPassword, which on InitiateAuth can
 		// mean nothing else.
 		"InvalidPasswordException":
-		return guard.ErrInvalidCredentials
+		return authn.ErrInvalidCredentials
 	}
 	// TooManyRequests, LimitExceeded, InternalError, a misconfigured
 	// client, the network: the authenticator, not the user.
-	return fmt.Errorf("%w: cognito: %s: %w", guard.ErrAuthUnavailable, code, err)
+	return fmt.Errorf("%w: cognito: %s: %w", authn.ErrUnavailable, code, err)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/cognito"
 )
 
@@ -37,27 +37,27 @@ func (f *fake) SignUp(_ context.Context, in *cip.SignUpInput, _ ...func(*cip.Opt
 
 func TestLoginErrorsMapEnumerationSafe(t *testing.T) {
 	for code, want := range map[string]error{
-		"NotAuthorizedException":         guard.ErrInvalidCredentials,
-		"UserNotFoundException":          guard.ErrInvalidCredentials,
-		"UserNotConfirmedException":      guard.ErrInvalidCredentials,
-		"PasswordResetRequiredException": guard.ErrInvalidCredentials,
-		"InvalidPasswordException":       guard.ErrInvalidCredentials,
-		"TooManyRequestsException":       guard.ErrAuthUnavailable,
-		"InternalErrorException":         guard.ErrAuthUnavailable,
-		"ResourceNotFoundException":      guard.ErrAuthUnavailable,
+		"NotAuthorizedException":         authn.ErrInvalidCredentials,
+		"UserNotFoundException":          authn.ErrInvalidCredentials,
+		"UserNotConfirmedException":      authn.ErrInvalidCredentials,
+		"PasswordResetRequiredException": authn.ErrInvalidCredentials,
+		"InvalidPasswordException":       authn.ErrInvalidCredentials,
+		"TooManyRequestsException":       authn.ErrUnavailable,
+		"InternalErrorException":         authn.ErrUnavailable,
+		"ResourceNotFoundException":      authn.ErrUnavailable,
 	} {
 		for _, err := range []error{&smithy.GenericAPIError{Code: code}, typed(code)} {
 			if err == nil {
 				continue
 			}
 			a := cognito.New(&fake{err: err}, "client", "")
-			_, got := a.Login(context.Background(), guard.Login{Username: "u@example.com", Password: "p"})
+			_, got := a.Login(context.Background(), authn.Login{Username: "u@example.com", Password: "p"})
 			if !errors.Is(got, want) {
 				t.Errorf("%s (%T): %v, want %v", code, err, got, want)
 			}
 		}
 	}
-	if _, err := cognito.New(&fake{err: errors.New("dial tcp: refused")}, "client", "").Login(context.Background(), guard.Login{}); !errors.Is(err, guard.ErrAuthUnavailable) {
+	if _, err := cognito.New(&fake{err: errors.New("dial tcp: refused")}, "client", "").Login(context.Background(), authn.Login{}); !errors.Is(err, authn.ErrUnavailable) {
 		t.Errorf("a network error: %v", err)
 	}
 }
@@ -82,7 +82,7 @@ func TestLoginSuccessChallengeAndSecretHash(t *testing.T) {
 	f := &fake{auth: &cip.InitiateAuthOutput{AuthenticationResult: &types.AuthenticationResultType{
 		AccessToken: aws.String("a"), IdToken: aws.String("i"), RefreshToken: aws.String("r"), ExpiresIn: 3600, TokenType: aws.String("Bearer")}}}
 	a := cognito.New(f, "client", "s3cret")
-	res, err := a.Login(context.Background(), guard.Login{Username: "u@example.com", Password: "p"})
+	res, err := a.Login(context.Background(), authn.Login{Username: "u@example.com", Password: "p"})
 	if err != nil || res.Fields["authenticationResult"].(map[string]any)["accessToken"] != "a" {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -95,7 +95,7 @@ func TestLoginSuccessChallengeAndSecretHash(t *testing.T) {
 		t.Errorf("SECRET_HASH %q, want %q", got, want)
 	}
 	f.auth = &cip.InitiateAuthOutput{ChallengeName: types.ChallengeNameTypeSoftwareTokenMfa, Session: aws.String("sess")}
-	res, err = a.Login(context.Background(), guard.Login{Username: "u@example.com", Password: "p"})
+	res, err = a.Login(context.Background(), authn.Login{Username: "u@example.com", Password: "p"})
 	if err != nil || res.Challenge == nil || res.Challenge.Name != "SOFTWARE_TOKEN_MFA" || res.Challenge.Session != "sess" {
 		t.Errorf("challenge: %+v %v", res, err)
 	}
@@ -106,16 +106,16 @@ func TestSignUpAnswers(t *testing.T) {
 		"":                             nil,
 		"UsernameExistsException":      nil, // the same 202: no enumeration
 		"CodeDeliveryFailureException": nil,
-		"InvalidPasswordException":     guard.ErrRejected,
-		"InvalidParameterException":    guard.ErrRejected,
-		"TooManyRequestsException":     guard.ErrAuthUnavailable,
+		"InvalidPasswordException":     authn.ErrRejected,
+		"InvalidParameterException":    authn.ErrRejected,
+		"TooManyRequestsException":     authn.ErrUnavailable,
 	} {
 		var err error
 		if code != "" {
 			err = &smithy.GenericAPIError{Code: code}
 		}
 		f := &fake{err: err}
-		got := cognito.New(f, "client", "").SignUp(context.Background(), guard.SignUp{Email: "u@example.com", Password: "p", Attributes: map[string]string{"name": "U"}})
+		got := cognito.New(f, "client", "").SignUp(context.Background(), authn.SignUp{Email: "u@example.com", Password: "p", Attributes: map[string]string{"name": "U"}})
 		if (want == nil && got != nil) || (want != nil && !errors.Is(got, want)) {
 			t.Errorf("%q: %v, want %v", code, got, want)
 		}
@@ -142,7 +142,7 @@ func TestVerifiedAddressesComeFromTheIDToken(t *testing.T) {
 	} {
 		f := &fake{auth: &cip.InitiateAuthOutput{AuthenticationResult: &types.AuthenticationResultType{
 			AccessToken: aws.String("a"), IdToken: idToken(c.claims), ExpiresIn: 3600, TokenType: aws.String("Bearer")}}}
-		res, err := cognito.New(f, "client", "").Login(context.Background(), guard.Login{Username: "u", Password: "p"})
+		res, err := cognito.New(f, "client", "").Login(context.Background(), authn.Login{Username: "u", Password: "p"})
 		if err != nil || res.VerifiedEmail != c.email || res.VerifiedPhone != c.phone {
 			t.Errorf("%s: %q %q %v, want %q %q", c.claims, res.VerifiedEmail, res.VerifiedPhone, err, c.email, c.phone)
 		}

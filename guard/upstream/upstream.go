@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 )
 
 // MaxAnswer bounds an upstream answer relayed to the caller.
@@ -54,7 +54,7 @@ func New(base string, timeout time.Duration, client *http.Client) (*Authenticato
 func (a *Authenticator) post(ctx context.Context, to string, body []byte, ip, userAgent string) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to, bytes.NewReader(body))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", guard.ErrAuthUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", authn.ErrUnavailable, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Forwarded-For", ip)
@@ -63,12 +63,12 @@ func (a *Authenticator) post(ctx context.Context, to string, body []byte, ip, us
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", guard.ErrAuthUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", authn.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswer+1))
 	if err != nil || len(b) > MaxAnswer {
-		return nil, nil, fmt.Errorf("%w: the answer could not be read whole (at most %d bytes)", guard.ErrAuthUnavailable, MaxAnswer)
+		return nil, nil, fmt.Errorf("%w: the answer could not be read whole (at most %d bytes)", authn.ErrUnavailable, MaxAnswer)
 	}
 	return resp, b, nil
 }
@@ -82,24 +82,24 @@ const (
 )
 
 // Login implements api.Authenticator.
-func (a *Authenticator) Login(ctx context.Context, l guard.Login) (guard.LoginResult, error) {
+func (a *Authenticator) Login(ctx context.Context, l authn.Login) (authn.LoginResult, error) {
 	resp, body, err := a.post(ctx, a.login, l.Body, l.ClientIP.String(), l.UserAgent)
 	if err != nil {
-		return guard.LoginResult{}, err
+		return authn.LoginResult{}, err
 	}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return guard.LoginResult{Passthrough: &guard.Passthrough{
+		return authn.LoginResult{Passthrough: &authn.Passthrough{
 			Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: body, Cookies: resp.Header.Values("Set-Cookie"),
 		}, VerifiedEmail: resp.Header.Get(VerifiedEmailHeader), VerifiedPhone: resp.Header.Get(VerifiedPhoneHeader)}, nil
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return guard.LoginResult{}, guard.ErrInvalidCredentials
+		return authn.LoginResult{}, authn.ErrInvalidCredentials
 	}
-	return guard.LoginResult{}, fmt.Errorf("%w: the app's login answered %d", guard.ErrAuthUnavailable, resp.StatusCode)
+	return authn.LoginResult{}, fmt.Errorf("%w: the app's login answered %d", authn.ErrUnavailable, resp.StatusCode)
 }
 
 // SignUp implements api.Authenticator.
-func (a *Authenticator) SignUp(ctx context.Context, s guard.SignUp) error {
+func (a *Authenticator) SignUp(ctx context.Context, s authn.SignUp) error {
 	resp, _, err := a.post(ctx, a.signup, s.Body, s.ClientIP.String(), s.UserAgent)
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func (a *Authenticator) SignUp(ctx context.Context, s guard.SignUp) error {
 	case c >= 200 && c < 300, c == http.StatusConflict:
 		return nil
 	case c == http.StatusBadRequest || c == http.StatusUnprocessableEntity:
-		return fmt.Errorf("%w: the app refuses the signup", guard.ErrRejected)
+		return fmt.Errorf("%w: the app refuses the signup", authn.ErrRejected)
 	}
-	return fmt.Errorf("%w: the app's signup answered %d", guard.ErrAuthUnavailable, resp.StatusCode)
+	return fmt.Errorf("%w: the app's signup answered %d", authn.ErrUnavailable, resp.StatusCode)
 }

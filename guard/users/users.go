@@ -42,6 +42,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/authn"
 )
 
 // Store is the local users. It is safe for concurrent use.
@@ -154,7 +155,7 @@ func (s *Store) put(acct string, u *user) error {
 // Login implements api.Authenticator: only a confirmed user with the
 // right password logs in; every other case costs a bcrypt comparison and
 // answers ErrInvalidCredentials.
-func (s *Store) Login(_ context.Context, l guard.Login) (guard.LoginResult, error) {
+func (s *Store) Login(_ context.Context, l authn.Login) (authn.LoginResult, error) {
 	s.mu.RLock()
 	u, ok := s.users[l.Account]
 	h := s.dummy
@@ -164,24 +165,24 @@ func (s *Store) Login(_ context.Context, l guard.Login) (guard.LoginResult, erro
 	}
 	s.mu.RUnlock()
 	if err := bcrypt.CompareHashAndPassword(h, prepare(l.Password)); err != nil || !ok {
-		return guard.LoginResult{}, guard.ErrInvalidCredentials
+		return authn.LoginResult{}, authn.ErrInvalidCredentials
 	}
 	// only a confirmed account logs in: its address is its owner's
-	return guard.LoginResult{Token: true, VerifiedEmail: u.name}, nil
+	return authn.LoginResult{Token: true, VerifiedEmail: u.name}, nil
 }
 
 // SignUp implements api.Authenticator: a new user is created
 // unconfirmed; an unconfirmed one gets the new password; a confirmed one
 // is left as it is. The caller sends the address a code (purpose signup)
 // whose approval confirms it (Confirm).
-func (s *Store) SignUp(_ context.Context, su guard.SignUp) error {
+func (s *Store) SignUp(_ context.Context, su authn.SignUp) error {
 	acct, err := guard.ParseAccount(su.Email)
 	if err != nil {
-		return fmt.Errorf("%w: %w", guard.ErrRejected, err)
+		return fmt.Errorf("%w: %w", authn.ErrRejected, err)
 	}
 	h, err := bcrypt.GenerateFromPassword(prepare(su.Password), s.cost)
 	if err != nil {
-		return fmt.Errorf("%w: %w", guard.ErrRejected, err)
+		return fmt.Errorf("%w: %w", authn.ErrRejected, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,7 +190,7 @@ func (s *Store) SignUp(_ context.Context, su guard.SignUp) error {
 		return nil // the same answer, and the account keeps its password
 	}
 	if err := s.put(acct, &user{name: su.Email, hash: h}); err != nil {
-		return errors.Join(guard.ErrAuthUnavailable, err)
+		return errors.Join(authn.ErrUnavailable, err)
 	}
 	return nil
 }

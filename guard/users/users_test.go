@@ -9,13 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/otpguard/otpguard/guard/authn"
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/otpguard/otpguard/guard"
 )
 
 func login(s *Store, user, pass string) error {
-	_, err := s.Login(context.Background(), guard.Login{Account: user, Password: pass})
+	_, err := s.Login(context.Background(), authn.Login{Account: user, Password: pass})
 	return err
 }
 
@@ -36,10 +35,10 @@ func TestALongPasswordsStandInCannotBeTyped(t *testing.T) {
 		t.Fatalf("the long password: %v", err)
 	}
 	sum := sha256.Sum256([]byte(long))
-	if err := login(s, "long@example.com", base64.StdEncoding.EncodeToString(sum[:])); !errors.Is(err, guard.ErrInvalidCredentials) {
+	if err := login(s, "long@example.com", base64.StdEncoding.EncodeToString(sum[:])); !errors.Is(err, authn.ErrInvalidCredentials) {
 		t.Fatalf("base64(sha256(P)) logs in as P: %v", err)
 	}
-	if err := login(s, "long@example.com", long[:72]); !errors.Is(err, guard.ErrInvalidCredentials) {
+	if err := login(s, "long@example.com", long[:72]); !errors.Is(err, authn.ErrInvalidCredentials) {
 		t.Fatalf("the first 72 bytes log in: %v", err)
 	}
 }
@@ -57,12 +56,12 @@ func TestNobodyTakesAnAddressWithoutItsMailbox(t *testing.T) {
 	}
 	ctx := context.Background()
 	su := func(pass string) {
-		if err := s.SignUp(ctx, guard.SignUp{Email: "victim@corp.example", Password: pass}); err != nil {
+		if err := s.SignUp(ctx, authn.SignUp{Email: "victim@corp.example", Password: pass}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	su("the stranger's password")
-	if err := login(s, "victim@corp.example", "the stranger's password"); !errors.Is(err, guard.ErrInvalidCredentials) {
+	if err := login(s, "victim@corp.example", "the stranger's password"); !errors.Is(err, authn.ErrInvalidCredentials) {
 		t.Fatalf("an unconfirmed signup logs in: %v", err)
 	}
 	su("the owner's password")

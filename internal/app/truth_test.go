@@ -12,6 +12,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -31,19 +32,19 @@ type auth struct {
 	verified   string // the verified email a login answers, if any
 }
 
-func (a *auth) Login(ctx context.Context, _ guard.Login) (guard.LoginResult, error) {
+func (a *auth) Login(ctx context.Context, _ authn.Login) (authn.LoginResult, error) {
 	a.mu.Lock()
 	f := a.login
 	a.mu.Unlock()
 	if err := f(ctx); err != nil {
-		return guard.LoginResult{}, err
+		return authn.LoginResult{}, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return guard.LoginResult{Fields: map[string]any{"ok": true}, VerifiedEmail: a.verified}, nil
+	return authn.LoginResult{Fields: map[string]any{"ok": true}, VerifiedEmail: a.verified}, nil
 }
 
-func (a *auth) SignUp(_ context.Context, s guard.SignUp) error {
+func (a *auth) SignUp(_ context.Context, s authn.SignUp) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.attributes = s.Attributes
@@ -170,7 +171,7 @@ func TestBudgetsAreNotSpentOnFailuresThatAreNotTheUsers(t *testing.T) {
 	}
 
 	signup := `{"email":"new@example.com","password":"a long enough passphrase"}`
-	for _, fail := range []error{guard.ErrAuthUnavailable, guard.ErrAuthUnavailable, fmt.Errorf("%w: its password policy", guard.ErrRejected), guard.ErrAuthUnavailable} {
+	for _, fail := range []error{authn.ErrUnavailable, authn.ErrUnavailable, fmt.Errorf("%w: its password policy", authn.ErrRejected), authn.ErrUnavailable} {
 		h.a.signup = fail
 		if w := h.post(ctx, "/v1/signup", signup, "198.51.100.9"); w.Code == http.StatusAccepted || w.Code == http.StatusTooManyRequests {
 			t.Fatalf("signup with the authenticator failing (%v): %d", fail, w.Code)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/otp"
 )
 
@@ -24,15 +25,15 @@ func (e *engine) Send(_ context.Context, m guard.Message) error {
 }
 
 // Login implements api.Authenticator: the accounts in memory.
-func (e *engine) Login(_ context.Context, l guard.Login) (guard.LoginResult, error) {
+func (e *engine) Login(_ context.Context, l authn.Login) (authn.LoginResult, error) {
 	if p, ok := e.accounts[l.Account]; ok && p == l.Password {
-		return guard.LoginResult{Token: true, VerifiedEmail: l.Username}, nil
+		return authn.LoginResult{Token: true, VerifiedEmail: l.Username}, nil
 	}
-	return guard.LoginResult{}, guard.ErrInvalidCredentials
+	return authn.LoginResult{}, authn.ErrInvalidCredentials
 }
 
 // SignUp implements api.Authenticator.
-func (e *engine) SignUp(_ context.Context, s guard.SignUp) error {
+func (e *engine) SignUp(_ context.Context, s authn.SignUp) error {
 	a, err := guard.ParseAccount(s.Email)
 	if err != nil {
 		return err

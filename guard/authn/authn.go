@@ -1,4 +1,9 @@
-package guard
+// Package authn is the contract between otpguard's HTTP API and an
+// authenticator (the local users, Cognito, the app's own endpoint): the
+// login and signup the API hands over once the guard admitted them, what
+// a login answers, and the outcomes the API answers distinctly. An
+// authenticator imports this, not the engine.
+package authn
 
 import (
 	"errors"
@@ -8,7 +13,7 @@ import (
 // Login is one login attempt the API hands to an authenticator once the
 // guard has admitted it.
 type Login struct {
-	// Account is the normalized username (see [ParseAccount]); Username
+	// Account is the normalized username (guard.ParseAccount); Username
 	// is as the user typed it, for authenticators that match it
 	// themselves.
 	Account, Username string
@@ -59,7 +64,7 @@ type Passthrough struct {
 // SignUp is one signup the API hands to an authenticator once the guard
 // has admitted it and the password passed the policy.
 type SignUp struct {
-	// Email is the address as delivered to (see [Destination.Address]).
+	// Email is the address as delivered to (the destination's Address).
 	Email    string
 	Password string
 	// Attributes are extra user attributes (name, locale, ...), passed to
@@ -79,7 +84,7 @@ var (
 	// (its own password policy, an attribute it does not take), the same
 	// whether or not the address is registered.
 	ErrRejected = errors.New("the authenticator rejects the request")
-	// ErrAuthUnavailable: the authenticator failed, timed out or
+	// ErrUnavailable: the authenticator failed, timed out or
 	// throttled; the attempt did not happen.
-	ErrAuthUnavailable = errors.New("the authenticator is unavailable")
+	ErrUnavailable = errors.New("the authenticator is unavailable")
 )
