@@ -122,6 +122,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{rule(", when: {device: known}"), `rules[0] (r).when.device: "known" is not trusted or untrusted`},
 		{rule(", algorithm: distinct, of: device"), "rules[0] (r).of: devices cannot be counted"},
 		{"devices: {ttl: 10m}", "devices.ttl: must be 1h to 400 days"},
+		{"devices: {ttl: 9601h}", "devices.ttl: must be 1h to 400 days"},
 		// docs/contract.md §6
 		{"rules:\n  - {name: r, action: otp.send, key: [ip], limit: 5, window: 1m, mode: challenge}\n", "rules[0] (r).mode: a otp.send rule in mode challenge asks for a CAPTCHA: configure challenge.captcha"},
 		{rule(", mode: challenge, fallback: maybe"), `rules[0] (r).fallback: must be deny or allow, got "maybe"`},
@@ -134,6 +135,15 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		_, err := ParseConfig([]byte(c.doc))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseConfig(%q):\n got  %v\n want an error containing %q", c.doc, err, c.want)
+		}
+	}
+}
+
+// TestBoundsAreInclusive: a value at a documented bound is accepted.
+func TestBoundsAreInclusive(t *testing.T) {
+	for _, doc := range []string{"devices: {ttl: 1h}", "devices: {ttl: 9600h}", "network: {ipv6Prefix: 32}", "network: {ipv6Prefix: 128}", "store: {timeout: 10s}"} {
+		if _, err := ParseConfig([]byte(doc)); err != nil {
+			t.Errorf("%s: %v", doc, err)
 		}
 	}
 }

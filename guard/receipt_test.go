@@ -167,3 +167,42 @@ func TestAVoidReceiptGivesBackEveryUnitOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestAReceiptCommitsWhatASuccessProves: a login admitted through a
+// trigger proves its network only when its receipt is settled as a
+// success: the distinct rule of networks that count successes keeps the
+// network then, and a login from a second network meets the limit of one;
+// a rule counting requests, with nothing to settle, is not in the
+// receipt.
+func TestAReceiptCommitsWhatASuccessProves(t *testing.T) {
+	cfg, err := guard.ParseConfig([]byte(`rules:
+  - {name: networks, action: login, key: [account], algorithm: distinct, of: ip/16, count: successes, limit: 1, window: 24h}
+  - {name: requests, action: login, key: [account], limit: 100, window: 24h}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Backstop: memstore.New(time.Now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	login := func(ip string) guard.Decision {
+		d, err := g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: netip.MustParseAddr(ip)}, Partial: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d := login("198.51.100.7")
+	receipt := g.Receipt(d)
+	if !d.Allowed || len(strings.Fields(receipt)) != 1 || !strings.HasPrefix(receipt, "networks,") {
+		t.Fatalf("the first login: %+v, receipt %q (want the networks rule alone)", d, receipt)
+	}
+	if err := g.SettleReceipt(ctx, receipt, guard.Success); err != nil {
+		t.Fatal(err)
+	}
+	if d := login("203.0.113.9"); d.Allowed || d.DeniedBy != "networks" {
+		t.Errorf("a second network once the first is proven: %+v", d)
+	}
+}
