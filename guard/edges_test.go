@@ -613,3 +613,28 @@ rules:
 		t.Errorf("%d admitted under a budget of 40", admitted)
 	}
 }
+
+// TestAStrikeCountsOnTheUntrustedClientsRules: a failure settled without
+// its decision (a strike: the Cognito trigger that saw a wrong password)
+// counts as an untrusted client's, on the rules for untrusted clients and
+// on those for every client, never on a rule for trusted devices only.
+func TestAStrikeCountsOnTheUntrustedClientsRules(t *testing.T) {
+	g := newGuard(t, `rules:
+  - {name: untrusted, action: login, when: {device: untrusted}, key: [account], count: failures, limit: 2, window: 1h, onStoreError: deny, lockout: {initial: 10m, factor: 2, max: 1h}}
+  - {name: everyone, action: login, key: [account], count: failures, limit: 3, window: 1h, onStoreError: deny, lockout: {initial: 10m, factor: 2, max: 1h}}
+  - {name: trusted, action: login, when: {device: trusted}, key: [account], count: failures, limit: 1, window: 1h, onStoreError: deny, lockout: {initial: 10m, factor: 2, max: 1h}}
+`, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+	ctx := context.Background()
+	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+	res, err := g.Settle(ctx, req, guard.Decision{}, guard.Failure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var struck []string
+	for _, r := range res {
+		struck = append(struck, r.Rule)
+	}
+	if !slices.Equal(struck, []string{"untrusted", "everyone"}) {
+		t.Errorf("a strike counted on %v, want [untrusted everyone]", struck)
+	}
+}
