@@ -87,6 +87,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{rule(", algorithm: distinct, of: account, remember: 10001"), "rules[0] (r).remember: must be the limit (5) to 10000 values"},
 		{rule(", mode: dry-run"), `rules[0] (r).mode: must be enforce, shadow, soft or challenge`},
 		{rule(", overage: 10%"), "rules[0] (r).overage: only applies to mode soft"},
+		{rule(", mode: soft, overage: 1500%"), "rules[0] (r).overage: must be more than 0% and at most 1000%, got 1500%"},
+		{rule(", mode: soft, overage: -5%"), "rules[0] (r).overage: must be more than 0% and at most 1000%, got -5%"},
 		{rule(", when: {country: US}"), "rules[0] (r).when.country: unknown filter"},
 		{rule(", onStoreError: ignore"), `rules[0] (r).onStoreError: must be deny or allow`},
 		{rule(", resetOnSuccess: true"), "rules[0] (r).resetOnSuccess: needs count: failures"},
@@ -141,7 +143,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 
 // TestBoundsAreInclusive: a value at a documented bound is accepted.
 func TestBoundsAreInclusive(t *testing.T) {
-	for _, doc := range []string{"devices: {ttl: 1h}", "devices: {ttl: 9600h}", "network: {ipv6Prefix: 32}", "network: {ipv6Prefix: 128}", "store: {timeout: 10s}"} {
+	for _, doc := range []string{"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m, mode: soft, overage: 1000%}", "devices: {ttl: 1h}", "devices: {ttl: 9600h}", "network: {ipv6Prefix: 32}", "network: {ipv6Prefix: 128}", "store: {timeout: 10s}"} {
 		if _, err := ParseConfig([]byte(doc)); err != nil {
 			t.Errorf("%s: %v", doc, err)
 		}

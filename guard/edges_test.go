@@ -638,3 +638,35 @@ func TestAStrikeCountsOnTheUntrustedClientsRules(t *testing.T) {
 		t.Errorf("a strike counted on %v, want [untrusted everyone]", struck)
 	}
 }
+
+// TestAVoidAttemptEndsTheCachedDenialsItsRoomEnds: a distinct rule's
+// denial of a new value is remembered per value; a void attempt that
+// gives a held value back makes room in Redis, and the value denied
+// before is admitted at once, not refused from this process's memory.
+func TestAVoidAttemptEndsTheCachedDenialsItsRoomEnds(t *testing.T) {
+	st := &switchable{Store: memstore.New(time.Now)}
+	g := newGuard(t, `store: {denyCache: {ttl: 1m, size: 10}}
+rules:
+  - {name: accounts-per-ip, action: export, key: [ip], algorithm: distinct, of: account, limit: 1, window: 1h, onStoreError: deny}
+`, st, guard.Options{Secret: []byte(secret)})
+	ctx := context.Background()
+	ip := netip.MustParseAddr("198.51.100.7")
+	req := func(account string) guard.Request {
+		return guard.Request{Action: "export", Subject: guard.Subject{Account: account, IP: ip}}
+	}
+	a, err := g.Allow(ctx, req("a"))
+	if err != nil || !a.Allowed {
+		t.Fatalf("a: %+v %v", a, err)
+	}
+	for i := range 2 {
+		if d, err := g.Allow(ctx, req("b")); err != nil || d.Allowed || d.Rules[0].Cached != (i == 1) {
+			t.Fatalf("b, try %d: %+v %v (the second from the cache)", i+1, d, err)
+		}
+	}
+	if _, err := g.Settle(ctx, req("a"), a, guard.Void); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := g.Allow(ctx, req("b")); err != nil || !d.Allowed {
+		t.Errorf("b once a's attempt is void: %+v %v", d, err)
+	}
+}

@@ -222,12 +222,15 @@ func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly
 		key := op.Spec.ID + op.Tag
 		switch op.Kind {
 		case Refund, Cancel, Release:
-			if g.cache != nil {
-				if rules[i].Algorithm == Distinct {
-					g.cache.drop(denyKey{op.Spec.ID, op.Tag, op.Member})
-				} else {
-					g.cache.drop(denyKey{op.Spec.ID, op.Tag, ""})
-				}
+			switch {
+			case g.cache == nil || !rules[i].cacheable():
+				// nothing of it is cached
+			case rules[i].Algorithm == Distinct:
+				// the room a value leaves is every other value's: each
+				// one's remembered denial may have ended
+				g.cache.dropState(op.Spec.ID, op.Tag)
+			default:
+				g.cache.drop(denyKey{op.Spec.ID, op.Tag, ""})
 			}
 		case Unblock:
 			if g.cache != nil {
