@@ -226,7 +226,7 @@ func (b coverBlock) holds(line, col int) bool {
 // each stage (go package patterns, relative to root) on each covered
 // mutant, the next stage only while the mutant survives: the package's
 // own quick tests first, the slow ones (real Redis) for what they missed.
-func goRun(root, pkg string, stages [][]string, workers, sample int, dry bool, out string, equiv map[string]string) result {
+func goRun(root, pkg string, stages [][]string, workers, sample, shift int, dry bool, out string, equiv map[string]string) result {
 	var tests, names []string
 	for _, s := range stages {
 		tests = append(tests, s...)
@@ -277,12 +277,17 @@ func goRun(root, pkg string, stages [][]string, workers, sample int, dry bool, o
 		return r
 	}
 	if sample > 0 && sample < len(covered) {
-		// an even spread over the package: the rate is then an estimate
+		// an even spread over the package, moved by shift mutants (another
+		// sample of the same size): the rate is then an estimate
 		var some []goMutant
 		for i := range sample {
-			some = append(some, covered[i*len(covered)/sample])
+			some = append(some, covered[(i*len(covered)/sample+shift)%len(covered)])
 		}
-		r.name += fmt.Sprintf(" [a sample of %d of %d covered]", sample, len(covered))
+		r.name += fmt.Sprintf(" [a sample of %d of %d covered", sample, len(covered))
+		if shift != 0 {
+			r.name += fmt.Sprintf(", shifted by %d", shift)
+		}
+		r.name += "]"
 		r.sampled = len(covered) - sample
 		r.scale = float64(len(covered)) / float64(sample)
 		covered = some

@@ -49,6 +49,7 @@ func main() {
 	lua := flag.Bool("lua", true, "mutate guard/redisstore/otpguard.lua too")
 	workers := flag.Int("workers", 1, "gremlins workers (each a copy of the module running tests)")
 	goSample := flag.Int("sample", 0, "run at most this many covered mutants of each -own package (0: all), spread over it: the rate is then an estimate")
+	shift := flag.Int("sample-shift", 0, "with -sample: take each sampled mutant this many places further on (another sample of the same spread)")
 	dry := flag.Bool("dry", false, "our own Go mutator: measure coverage and list the mutants no test runs, run none")
 	luaLimit := flag.Int("lua-limit", 0, "mutate at most this many Lua mutants (0: all), spread over the file")
 	out := flag.String("out", "", "a folder for the raw results (default: a temporary one)")
@@ -96,7 +97,7 @@ func main() {
 			for _, stage := range strings.Split(tests, "|") {
 				stages = append(stages, strings.Split(stage, ","))
 			}
-			results = append(results, goRun(clean, pkg, stages, *workers, *goSample, *dry, *out, equiv))
+			results = append(results, goRun(clean, pkg, stages, *workers, *goSample, *shift, *dry, *out, equiv))
 		}
 	}
 	if *lua {
