@@ -15,6 +15,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/pacer"
 )
 
 // TestParseASN: 13335, AS13335 and as13335 are one number; nothing else
@@ -492,7 +493,7 @@ func TestPacerAndElasticBounds(t *testing.T) {
 		limit         int64
 		per, deadline time.Duration
 	}{{0, time.Second, time.Second}, {2, time.Microsecond, time.Second}, {2, time.Second, 0}} {
-		if _, err := guard.NewPacer(memstore.New(time.Now), "p", c.limit, c.per, c.deadline); err == nil {
+		if _, err := pacer.New(memstore.New(time.Now), "p", c.limit, c.per, c.deadline); err == nil {
 			t.Errorf("a pacer of %d per %s, timeout %s", c.limit, c.per, c.deadline)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/pacer"
 )
 
 // ByChannel sends each message with the sender of its channel; a channel
@@ -27,19 +28,19 @@ func (b ByChannel) Send(ctx context.Context, m guard.Message) error {
 // further away than maxWait books nothing and fails as unavailable, so a
 // burst above the provider's quota is delayed a little, then refused with
 // a 503, never dropped silently.
-func Paced(s Sender, p *guard.Pacer, maxWait time.Duration) Sender {
+func Paced(s Sender, p *pacer.Pacer, maxWait time.Duration) Sender {
 	return paced{s, p, maxWait}
 }
 
 type paced struct {
 	Sender
-	pacer   *guard.Pacer
+	pacer   *pacer.Pacer
 	maxWait time.Duration
 }
 
 func (p paced) Send(ctx context.Context, m guard.Message) error {
 	if err := p.pacer.Wait(ctx, p.maxWait); err != nil {
-		if errors.Is(err, guard.ErrWaitTooLong) {
+		if errors.Is(err, pacer.ErrWaitTooLong) {
 			return fmt.Errorf("%w: over the provider's rate for more than %s", guard.ErrDeliveryUnavailable, p.maxWait)
 		}
 		return fmt.Errorf("%w: pace: %w", guard.ErrDeliveryUnavailable, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/pacer"
 )
 
 // recorder is a sender that keeps what it was given and the context's
@@ -70,7 +71,7 @@ func TestTimed(t *testing.T) {
 // stops it; a store that fails makes the send unavailable.
 func TestPaced(t *testing.T) {
 	ctx := context.Background()
-	p, err := guard.NewPacer(memstore.New(time.Now), "ses", 2, time.Second, time.Second)
+	p, err := pacer.New(memstore.New(time.Now), "ses", 2, time.Second, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +103,11 @@ func TestPaced(t *testing.T) {
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("sent after %s, before its turn (≈ 500ms)", d)
 	}
-	broken, _ := guard.NewPacer(failingStore{}, "ses", 2, time.Second, time.Second)
+	broken, _ := pacer.New(failingStore{}, "ses", 2, time.Second, time.Second)
 	if err := api.Paced(r, broken, time.Second).Send(ctx, guard.Message{}); !errors.Is(err, guard.ErrDeliveryUnavailable) || len(r.sent) != 3 {
 		t.Errorf("a failing store: %v", err)
 	}
-	if _, err := guard.NewPacer(failingStore{}, "x", 0, time.Second, time.Second); err == nil {
+	if _, err := pacer.New(failingStore{}, "x", 0, time.Second, time.Second); err == nil {
 		t.Error("a pacer of limit 0")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
+	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
@@ -86,7 +87,7 @@ func exercise(t *testing.T, rdb redis.UniversalClient, conn *redisstore.Conn, lo
 			t.Fatalf("unblock %s: %v", dim, err)
 		}
 	}
-	p, err := guard.NewPacer(st, "acl-pacer", 10, time.Second, 2*time.Second)
+	p, err := pacer.New(st, "acl-pacer", 10, time.Second, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/localredis"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -773,7 +774,7 @@ func TestGuardsAgreeWhateverTheirClocks(t *testing.T) {
 
 func TestPacerSpacesTurns(t *testing.T) {
 	_, mem := newFixedClock(t)
-	p, err := guard.NewPacer(mem, "ses", 2, time.Second, time.Second)
+	p, err := pacer.New(mem, "ses", 2, time.Second, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -790,7 +791,7 @@ func TestPacerSpacesTurns(t *testing.T) {
 	if fmt.Sprint(waits) != fmt.Sprint(want) {
 		t.Fatalf("waits %v, want %v", waits, want)
 	}
-	if d, err := p.Reserve(ctx, time.Second); err != guard.ErrWaitTooLong || d != 1500*time.Millisecond {
+	if d, err := p.Reserve(ctx, time.Second); err != pacer.ErrWaitTooLong || d != 1500*time.Millisecond {
 		t.Fatalf("a turn 1.5s away with maxWait 1s: %s %v", d, err)
 	}
 	// the refused turn was not booked

@@ -14,6 +14,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	otpsns "github.com/otpguard/otpguard/internal/delivery/sns"
 )
@@ -74,7 +75,7 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (api.
 			if s.sender == nil {
 				continue
 			}
-			pacer, err := guard.NewPacer(h.Store, s.name, s.rate, time.Second, time.Second)
+			pacer, err := pacer.New(h.Store, s.name, s.rate, time.Second, time.Second)
 			if err != nil {
 				return nil, err
 			}

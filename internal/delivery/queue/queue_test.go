@@ -16,6 +16,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -494,7 +495,7 @@ func TestAFailedMessageThatIsSupersededGivesItsSendBack(t *testing.T) {
 func TestAMessageSupersededWhileWaitingForItsTurnIsNotSent(t *testing.T) {
 	rdb := single.Client()
 	r := newRig(t, rdb, queue.Options{})
-	pacer, err := guard.NewPacer(redisstore.New(rdb, redisstore.Options{}), fmt.Sprint("test-", time.Now().UnixNano()), 1, 2*time.Second, time.Second)
+	pacer, err := pacer.New(redisstore.New(rdb, redisstore.Options{}), fmt.Sprint("test-", time.Now().UnixNano()), 1, 2*time.Second, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
