@@ -8,8 +8,8 @@
 //
 // # An attempt, from start to end
 //
-// A caller parses what it knows of the subject ([ParseEmail],
-// [ParsePhone], [ParseIP], [ParseAccount]: normalization closes the
+// A caller parses what it knows of the subject (guard/identity:
+// ParseEmail, ParsePhone, ParseIP, ParseAccount: normalization closes the
 // bypasses, see docs/contract.md §4) and asks:
 //
 //	d, err := g.Allow(ctx, guard.Request{Action: "login", Subject: s})

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/pacer"
 )
@@ -22,12 +23,12 @@ import (
 // (zero, over 32 bits, a bare AS) is.
 func TestParseASN(t *testing.T) {
 	for in, want := range map[string]uint32{"13335": 13335, "AS13335": 13335, "as7": 7, " AS64500 ": 64500, "4294967295": 4294967295} {
-		if got, err := guard.ParseASN(in); err != nil || got != want {
+		if got, err := identity.ParseASN(in); err != nil || got != want {
 			t.Errorf("%q: %d %v, want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "AS", "A", "0", "AS0", "4294967296", "AS-1", "ASN13335", "13335AS"} {
-		if got, err := guard.ParseASN(in); !errors.Is(err, guard.ErrInvalidInput) {
+		if got, err := identity.ParseASN(in); !errors.Is(err, guard.ErrInvalidInput) {
 			t.Errorf("%q: %d %v, want invalid input", in, got, err)
 		}
 	}
@@ -37,7 +38,7 @@ func TestParseASN(t *testing.T) {
 // prefix is + and 1 to 15 digits.
 func TestParseDimension(t *testing.T) {
 	cfg := guard.DefaultConfig()
-	p := cfg.PhonePolicy()
+	p := identity.Policy(cfg)
 	for _, c := range []struct {
 		dim, value string
 		check      func(guard.Subject) bool
@@ -51,7 +52,7 @@ func TestParseDimension(t *testing.T) {
 		{"destination", "ann@example.com", func(s guard.Subject) bool { return s.Destination.Key == "ann@example.com" }},
 		{"global", "anything", func(s guard.Subject) bool { return s.Account == "" && s.Destination.IsZero() }},
 	} {
-		s, err := guard.ParseDimension(c.dim, c.value, p)
+		s, err := identity.ParseDimension(c.dim, c.value, p)
 		if err != nil || !c.check(s) {
 			t.Errorf("%s %q: %+v %v", c.dim, c.value, s, err)
 		}
@@ -60,11 +61,11 @@ func TestParseDimension(t *testing.T) {
 		{"prefix", "+"}, {"prefix", "+1234567890123456"}, {"prefix", "1415"}, {"prefix", "+14a5"}, {"prefix", "++1"},
 		{"asn", "x"}, {"country", "XX"}, {"device", "abc"}, {"nothing", "x"}, {"ip", "300.0.0.1"},
 	} {
-		if _, err := guard.ParseDimension(c[0], c[1], p); !errors.Is(err, guard.ErrInvalidInput) {
+		if _, err := identity.ParseDimension(c[0], c[1], p); !errors.Is(err, guard.ErrInvalidInput) {
 			t.Errorf("%s %q: %v, want invalid input", c[0], c[1], err)
 		}
 	}
-	if d, err := guard.ParseEmail("a@example.com"); err != nil || d.IsZero() {
+	if d, err := identity.ParseEmail("a@example.com"); err != nil || d.IsZero() {
 		t.Errorf("a parsed address is not zero: %+v %v", d, err)
 	}
 }
@@ -423,7 +424,7 @@ func TestATokenLivesUpToADay(t *testing.T) {
 // TestAddressesAtTheirEdges: every letter and digit range of an unquoted
 // local part, and the reasons a domain or a number is refused.
 func TestAddressesAtTheirEdges(t *testing.T) {
-	if d, err := guard.ParseEmail("az.AZ.09@example.com"); err != nil || d.Address != "az.AZ.09@example.com" {
+	if d, err := identity.ParseEmail("az.AZ.09@example.com"); err != nil || d.Address != "az.AZ.09@example.com" {
 		t.Errorf("the ranges' ends: %+v %v", d, err)
 	}
 	for in, want := range map[string]string{
@@ -431,12 +432,12 @@ func TestAddressesAtTheirEdges(t *testing.T) {
 		"a@..":      "email domain is not a valid domain name",
 		"a@example": "email domain must have at least two labels",
 	} {
-		if _, err := guard.ParseEmail(in); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := identity.ParseEmail(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", in, err, want)
 		}
 	}
 	cfg := guard.DefaultConfig()
-	if _, err := guard.ParsePhone("+1 123 456 7890", cfg.PhonePolicy()); err == nil || !strings.Contains(err.Error(), "not a valid phone number") {
+	if _, err := identity.ParsePhone("+1 123 456 7890", identity.Policy(cfg)); err == nil || !strings.Contains(err.Error(), "not a valid phone number") {
 		t.Errorf("a number of no area code: %v", err)
 	}
 }

@@ -4,16 +4,17 @@ import (
 	"fmt"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 // Variants of one mailbox are counted as one; mail still goes to the
 // address as typed, with its domain normalized.
 func ExampleParseEmail() {
 	for _, s := range []string{"Victim+promo@GoogleMail.com", "v.i.c.t.i.m@gmail.com", "ｖｉｃｔｉｍ@bücher.de"} {
-		d, err := guard.ParseEmail(s)
+		d, err := identity.ParseEmail(s)
 		fmt.Println(d.Address, d.Key, err)
 	}
-	_, err := guard.ParseEmail("vic\u200btim@gmail.com")
+	_, err := identity.ParseEmail("vic\u200btim@gmail.com")
 	fmt.Println(err)
 	// Output:
 	// Victim+promo@googlemail.com victim@gmail.com <nil>
@@ -24,9 +25,9 @@ func ExampleParseEmail() {
 
 func ExampleParsePhone() {
 	cfg := guard.DefaultConfig()
-	policy := cfg.PhonePolicy()
+	policy := identity.Policy(cfg)
 	for _, s := range []string{"(201) 555-0123", "+44 7400 123456", "+1 900 555 0123"} {
-		d, err := guard.ParsePhone(s, policy)
+		d, err := identity.ParsePhone(s, policy)
 		fmt.Println(d.Address, d.Country, d.Prefix, err)
 	}
 	// Output:

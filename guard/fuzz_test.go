@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 // FuzzParseEmail: whatever is accepted re-parses to the same key and
@@ -16,21 +17,21 @@ func FuzzParseEmail(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := guard.ParseEmail(s)
+		d, err := identity.ParseEmail(s)
 		if err != nil {
 			return
 		}
 		if !utf8.ValidString(d.Key) || d.Key != strings.ToLower(d.Key) || d.Channel != guard.Email {
 			t.Fatalf("%q: key %q", s, d.Key)
 		}
-		again, err := guard.ParseEmail(d.Address)
+		again, err := identity.ParseEmail(d.Address)
 		if err != nil {
 			t.Fatalf("%q parsed to %q, which does not parse: %v", s, d.Address, err)
 		}
 		if again.Key != d.Key || again.Address != d.Address {
 			t.Fatalf("not idempotent: %q -> %+v -> %+v", s, d, again)
 		}
-		if k, err := guard.ParseEmail(d.Key); err != nil || k.Key != d.Key {
+		if k, err := identity.ParseEmail(d.Key); err != nil || k.Key != d.Key {
 			t.Fatalf("the key %q of %q is not its own key: %+v %v", d.Key, s, k, err)
 		}
 	})
@@ -43,16 +44,16 @@ func FuzzParsePhone(f *testing.F) {
 		f.Add(s)
 	}
 	cfg := guard.DefaultConfig()
-	p := cfg.PhonePolicy()
+	p := identity.Policy(cfg)
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := guard.ParsePhone(s, p)
+		d, err := identity.ParsePhone(s, p)
 		if err != nil {
 			return
 		}
 		if !strings.HasPrefix(d.Address, "+") || d.Key != d.Address || d.Country == "" {
 			t.Fatalf("%q: %+v", s, d)
 		}
-		again, err := guard.ParsePhone(d.Address, p)
+		again, err := identity.ParsePhone(d.Address, p)
 		if err != nil || again != d {
 			t.Fatalf("not idempotent: %q -> %+v -> %+v %v", s, d, again, err)
 		}
@@ -65,11 +66,11 @@ func FuzzParseIP(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		a, err := guard.ParseIP(s)
+		a, err := identity.ParseIP(s)
 		if err != nil {
 			return
 		}
-		b, err := guard.ParseIP(a.String())
+		b, err := identity.ParseIP(a.String())
 		if err != nil || a != b || a.Is4In6() || a.Zone() != "" {
 			t.Fatalf("%q -> %v -> %v %v", s, a, b, err)
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // Subject is who or what a request is about. Parse its fields with
-// [ParseEmail], [ParsePhone], [ParseIP] and [ParseAccount]; a rule keyed on a
+// guard/identity (ParseEmail, ParsePhone, ParseIP, ParseAccount); a rule keyed on a
 // field the subject lacks fails the request with ErrInvalidInput rather
 // than leaving it unlimited.
 type Subject struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
 )
 
@@ -119,7 +120,7 @@ func TestAVoidReceiptGivesBackEveryUnitOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	dest, err := guard.ParseDestination(guard.Email, "ann@example.com", guard.PhonePolicy{})
+	dest, err := identity.ParseDestination(guard.Email, "ann@example.com", identity.PhonePolicy{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/events"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/token"
 )
@@ -159,7 +160,7 @@ type Deps struct {
 type Server struct {
 	Deps
 	trusted []netip.Prefix
-	policy  guard.PhonePolicy
+	policy  identity.PhonePolicy
 	origins []string
 	mux     *http.ServeMux
 	resend  int // resendIn, seconds: see sendResponse
@@ -179,7 +180,7 @@ func NewServer(d Deps) (*Server, error) {
 	case d.Log == nil:
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{Deps: d, trusted: d.Config.TrustedProxyPrefixes(), policy: d.Config.PhonePolicy(),
+	s := &Server{Deps: d, trusted: d.Config.TrustedProxyPrefixes(), policy: identity.Policy(d.Config),
 		origins: d.Config.Network.AllowedOrigins, mux: http.NewServeMux(), resend: resendPace(d.Config)}
 	s.routes()
 	return s, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/proof"
 )
@@ -113,12 +114,12 @@ func (s *Server) open(blob []byte, key string) (heldLogin, error) {
 // verified email, else the verified phone.
 func (s *Server) verifiedDestination(res authn.LoginResult) (guard.Destination, bool) {
 	if res.VerifiedEmail != "" {
-		if d, err := guard.ParseEmail(res.VerifiedEmail); err == nil {
+		if d, err := identity.ParseEmail(res.VerifiedEmail); err == nil {
 			return d, true
 		}
 	}
 	if res.VerifiedPhone != "" {
-		if d, err := guard.ParsePhone(res.VerifiedPhone, s.policy); err == nil {
+		if d, err := identity.ParsePhone(res.VerifiedPhone, s.policy); err == nil {
 			return d, true
 		}
 	}
@@ -271,7 +272,7 @@ func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
 		refused("session")
 		return
 	}
-	dest, err := guard.GuessDestination(held.To, s.policy)
+	dest, err := identity.GuessDestination(held.To, s.policy)
 	if err != nil {
 		refused("session")
 		return

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/templates"
 )
 
@@ -125,7 +126,7 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 		rec.outcome = "delivery_unavailable"
 		return errors.New("api: this function sends no messages")
 	}
-	dest, err := guard.ParseDestination(m.Channel, m.To, s.policy)
+	dest, err := identity.ParseDestination(m.Channel, m.To, s.policy)
 	if err != nil {
 		// the number type or country checks refuse it, as /v1/otp/send
 		rec.outcome = "invalid_request"
@@ -141,7 +142,7 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 		req = otpRequest("otp.send", dest, purpose)
 		req.Subject.Account, req.Subject.IP, req.Partial = m.Account, m.IP, true
 		if m.Account != "" {
-			if req.Subject.Account, err = guard.ParseAccount(m.Account); err != nil {
+			if req.Subject.Account, err = identity.ParseAccount(m.Account); err != nil {
 				req.Subject.Account = ""
 			}
 		}
@@ -256,7 +257,7 @@ func (s *Server) CognitoSignUp(ctx context.Context, sub TriggerSubject, email, p
 	}
 	req := guard.Request{Action: "signup", Attributes: map[string]string{"channel": string(ch)}, Partial: true}
 	if to != "" {
-		dest, err := guard.ParseDestination(ch, to, s.policy)
+		dest, err := identity.ParseDestination(ch, to, s.policy)
 		if err != nil {
 			rec.outcome = "invalid_request"
 			return &Denied{Message: "This " + map[guard.Channel]string{guard.Email: "email address", guard.SMS: "phone number"}[ch] + " cannot be used.", Rule: "destination: " + reason(err)}
@@ -269,7 +270,7 @@ func (s *Server) CognitoSignUp(ctx context.Context, sub TriggerSubject, email, p
 
 // triggerDecide completes req with sub, decides, and records the outcome.
 func (s *Server) triggerDecide(ctx context.Context, rec *record, req guard.Request, sub TriggerSubject) error {
-	if a, err := guard.ParseAccount(sub.Account); err == nil {
+	if a, err := identity.ParseAccount(sub.Account); err == nil {
 		req.Subject.Account, rec.account = a, a
 		if rec.subject == "" {
 			rec.subject = s.Guard.Fingerprint("account", a)
@@ -366,7 +367,7 @@ func (s *Server) CognitoConfirmed(ctx context.Context, reset bool, email, phone 
 		if to == "" {
 			continue
 		}
-		dest, err := guard.ParseDestination(ch, to, s.policy)
+		dest, err := identity.ParseDestination(ch, to, s.policy)
 		if err != nil {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 // Trusted devices (docs/contract.md §7): a successful login and an approved
@@ -62,7 +63,7 @@ func (s *Server) deviceToken(ctx context.Context, w http.ResponseWriter, account
 // handleRevokeDevices is DELETE /v1/devices/{account}: every device token
 // of the account issued until now is untrusted from now on → 204.
 func (s *Server) handleRevokeDevices(w http.ResponseWriter, r *http.Request) {
-	account, err := guard.ParseAccount(r.PathValue("account"))
+	account, err := identity.ParseAccount(r.PathValue("account"))
 	if err != nil {
 		invalidRequest(map[string]string{"account": reason(err)}).write(w)
 		return

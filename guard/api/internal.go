@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/events"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 // The internal routes, for an app's backend that keeps its own login or
@@ -31,7 +32,7 @@ func (s *Server) request(action string, in subjectIn, attrs map[string]string, e
 		errs["action"] = "no rule has this action; the configured actions are " + strings.Join(s.Guard.Actions(), ", ")
 	}
 	if in.Account != "" {
-		a, err := guard.ParseAccount(in.Account)
+		a, err := identity.ParseAccount(in.Account)
 		if err != nil {
 			errs["subject.account"] = reason(err)
 		}
@@ -45,7 +46,7 @@ func (s *Server) request(action string, in subjectIn, attrs map[string]string, e
 	}
 	req.Device = in.Device
 	if in.IP != "" {
-		ip, err := guard.ParseIP(in.IP)
+		ip, err := identity.ParseIP(in.IP)
 		if err != nil {
 			errs["subject.ip"] = reason(err)
 		}
@@ -55,13 +56,13 @@ func (s *Server) request(action string, in subjectIn, attrs map[string]string, e
 	case in.Email != "" && in.Phone != "":
 		errs["subject"] = "give email or phone, not both"
 	case in.Email != "":
-		d, err := guard.ParseEmail(in.Email)
+		d, err := identity.ParseEmail(in.Email)
 		if err != nil {
 			errs["subject.email"] = reason(err)
 		}
 		req.Subject.Destination, req.Attributes["channel"] = d, "email"
 	case in.Phone != "":
-		d, err := guard.ParsePhone(in.Phone, s.policy)
+		d, err := identity.ParsePhone(in.Phone, s.policy)
 		if err != nil {
 			errs["subject.phone"] = reason(err)
 		}
@@ -301,7 +302,7 @@ func (s *Server) blockSubject(r *http.Request) (string, guard.Subject, *Problem)
 	case "ip56", "ip48", "ip24", "ip16":
 		dim = "ip/" + dim[2:]
 	}
-	subject, err := guard.ParseDimension(dim, r.PathValue("value"), s.policy)
+	subject, err := identity.ParseDimension(dim, r.PathValue("value"), s.policy)
 	if err != nil {
 		return "", subject, invalidRequest(map[string]string{"value": reason(err)})
 	}

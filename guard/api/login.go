@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/password"
 	"github.com/otpguard/otpguard/guard/token"
 )
@@ -43,7 +44,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	errs := map[string]string{}
-	account, err := guard.ParseAccount(in.Username)
+	account, err := identity.ParseAccount(in.Username)
 	if err != nil {
 		errs["username"] = reason(err)
 	}
@@ -167,7 +168,7 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	errs := map[string]string{}
-	dest, err := guard.ParseEmail(in.Email)
+	dest, err := identity.ParseEmail(in.Email)
 	if err != nil {
 		errs["email"] = reason(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/token"
 	"github.com/otpguard/otpguard/templates"
@@ -56,7 +57,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	switch ch := guard.Channel(in.Channel); ch {
 	case guard.Email, guard.SMS:
 		var err error
-		if dest, err = guard.ParseDestination(ch, in.To, s.policy); err != nil {
+		if dest, err = identity.ParseDestination(ch, in.To, s.policy); err != nil {
 			errs["to"] = reason(err)
 		}
 	case "":
@@ -147,7 +148,7 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	errs := map[string]string{}
 	s.checkPurpose(in.Purpose, errs)
-	dest, err := guard.GuessDestination(in.To, s.policy)
+	dest, err := identity.GuessDestination(in.To, s.policy)
 	if err != nil {
 		errs["to"] = reason(err)
 	}

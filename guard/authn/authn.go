@@ -13,7 +13,7 @@ import (
 // Login is one login attempt the API hands to an authenticator once the
 // guard has admitted it.
 type Login struct {
-	// Account is the normalized username (guard.ParseAccount); Username
+	// Account is the normalized username (identity.ParseAccount); Username
 	// is as the user typed it, for authenticators that match it
 	// themselves.
 	Account, Username string

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -171,11 +172,11 @@ func newStore(rdb redisstore.Client) *redisstore.Store {
 
 func subject(t testing.TB, email, ip string) guard.Subject {
 	t.Helper()
-	d, err := guard.ParseEmail(email)
+	d, err := identity.ParseEmail(email)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := guard.ParseIP(ip)
+	a, err := identity.ParseIP(ip)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // with bcrypt hashes, which signup and confirmation append to (a later
 // line for a user replaces an earlier one; a line without "confirmed", as
 // files written before confirmation existed hold, is a confirmed user).
-// Usernames match as guard.ParseAccount normalizes them (trimmed, NFKC,
+// Usernames match as identity.ParseAccount normalizes them (trimmed, NFKC,
 // case-folded).
 //
 // A signup creates an unconfirmed user, which cannot log in until the
@@ -41,8 +41,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 // Store is the local users. It is safe for concurrent use.
@@ -101,7 +101,7 @@ func Open(path string, cost int) (*Store, error) {
 			f.Close()
 			return nil, fmt.Errorf("USERS_PATH %s line %d: passwordHash is not a bcrypt hash", path, n)
 		}
-		acct, err := guard.ParseAccount(l.Username)
+		acct, err := identity.ParseAccount(l.Username)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("USERS_PATH %s line %d: %w", path, n, err)
@@ -126,7 +126,7 @@ func (s *Store) Close() error {
 
 // Add creates or replaces a confirmed user (seeding and tests).
 func (s *Store) Add(username, password string) error {
-	acct, err := guard.ParseAccount(username)
+	acct, err := identity.ParseAccount(username)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (s *Store) Login(_ context.Context, l authn.Login) (authn.LoginResult, erro
 // is left as it is. The caller sends the address a code (purpose signup)
 // whose approval confirms it (Confirm).
 func (s *Store) SignUp(_ context.Context, su authn.SignUp) error {
-	acct, err := guard.ParseAccount(su.Email)
+	acct, err := identity.ParseAccount(su.Email)
 	if err != nil {
 		return fmt.Errorf("%w: %w", authn.ErrRejected, err)
 	}
@@ -198,7 +198,7 @@ func (s *Store) SignUp(_ context.Context, su authn.SignUp) error {
 // Confirm marks the user of address confirmed: its signup code was
 // approved. An unknown or confirmed user changes nothing.
 func (s *Store) Confirm(_ context.Context, address string) error {
-	acct, err := guard.ParseAccount(address)
+	acct, err := identity.ParseAccount(address)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/authn"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -115,7 +116,7 @@ func (h *harness) post(ctx context.Context, path, body, ip string) *httptest.Res
 func (h *harness) remaining(t *testing.T, dim, value, rule string) int64 {
 	t.Helper()
 	cfg := guard.DefaultConfig()
-	s, err := guard.ParseDimension(dim, value, cfg.PhonePolicy())
+	s, err := identity.ParseDimension(dim, value, identity.Policy(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

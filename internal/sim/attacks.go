@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 const sprayPassword = "Winter2030!"
@@ -133,7 +134,7 @@ func (e *engine) pumping(attempts int, viaCognito bool) {
 	for _, region := range countries {
 		found := 0
 		for k := 0; k < 200_000 && found < 5; k += 10_000 {
-			if d, err := guard.ParsePhone(exampleMobile(region, k), policy); err == nil {
+			if d, err := identity.ParsePhone(exampleMobile(region, k), policy); err == nil {
 				prefixes = append(prefixes, prefix{d.Address, region})
 				found++
 			}
@@ -182,7 +183,7 @@ func (e *engine) bruteForce(guesses int) {
 	st := e.res.Attacks[BruteForce]
 	src := e.sources(100, 10)
 	victim := "+12015550123"
-	if d, err := guard.ParsePhone(victim, policy); err == nil {
+	if d, err := identity.ParsePhone(victim, policy); err == nil {
 		victim = d.Address
 	}
 	for k := 0; k < 144; k++ {

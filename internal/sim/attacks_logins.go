@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 // stuffing: a leaked list of (account, password) pairs, 2% of them real
@@ -66,7 +66,7 @@ func (e *engine) retryPair(st *AttackStats, own []string, ip, acct, pass string,
 	})
 }
 
-func mustAccount(s string) string { a, _ := guard.ParseAccount(s); return a }
+func mustAccount(s string) string { a, _ := identity.ParseAccount(s); return a }
 
 // stuffPair is one leaked pair tried from ip, after (when dilute) a
 // success on one of the attacker's own accounts from the same address. A

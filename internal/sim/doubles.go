@@ -9,6 +9,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/authn"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/otp"
 )
 
@@ -34,7 +35,7 @@ func (e *engine) Login(_ context.Context, l authn.Login) (authn.LoginResult, err
 
 // SignUp implements api.Authenticator.
 func (e *engine) SignUp(_ context.Context, s authn.SignUp) error {
-	a, err := guard.ParseAccount(s.Email)
+	a, err := identity.ParseAccount(s.Email)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nyaruka/phonenumbers"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 // person is a legitimate user.
@@ -101,7 +102,7 @@ func (e *engine) mobileNumber(region string) string {
 	} else {
 		num = bumpNumber(ex, e.rng.IntN(100_000_000))
 	}
-	d, err := guard.ParsePhone(num, policy)
+	d, err := identity.ParsePhone(num, policy)
 	if err != nil {
 		return ""
 	}
@@ -113,9 +114,9 @@ var usAreas = []string{"201", "212", "213", "305", "312", "404", "415", "503", "
 
 // policy is the default config's phone policy: the numbers the
 // simulation draws are ones the rules accept.
-var policy = func() guard.PhonePolicy {
+var policy = func() identity.PhonePolicy {
 	cfg := guard.DefaultConfig()
-	return cfg.PhonePolicy()
+	return identity.Policy(cfg)
 }()
 
 // population makes n users and their day: logins (80% of them from a
@@ -171,7 +172,7 @@ func (e *engine) population(n int) error {
 	e.verifiedBefore()
 	for i := range n / 50 {
 		p := &person{email: fmt.Sprintf("new%d@example.org", i), pass: fmt.Sprintf("a brand new passphrase %d", i), ip: e.homeIP()}
-		p.account, _ = guard.ParseAccount(p.email)
+		p.account, _ = identity.ParseAccount(p.email)
 		e.people = append(e.people, p)
 		e.at(e.instant(Day0), func() { e.signup(p, 0, time.Time{}) })
 	}
@@ -182,7 +183,7 @@ func (e *engine) population(n int) error {
 // when token) that logged in from its network within 30 days, and adds
 // it to the population.
 func (e *engine) enroll(p *person, token bool) error {
-	a, err := guard.ParseAccount(p.email)
+	a, err := identity.ParseAccount(p.email)
 	if err != nil {
 		return err
 	}
@@ -324,7 +325,7 @@ func (p *person) keep(r reply) {
 // history has p log in once, 2 days before the simulated day, from its
 // usual network (through the guard, as a success).
 func (e *engine) history(p *person) {
-	ip, err := guard.ParseIP(p.ip)
+	ip, err := identity.ParseIP(p.ip)
 	if err != nil {
 		return
 	}
@@ -352,11 +353,11 @@ func (e *engine) verifiedBefore() {
 	}
 	for k, p := range ps {
 		e.now = Day0.Add(-48*time.Hour + time.Duration(k)*24*time.Hour/time.Duration(len(ps)))
-		d, err := guard.ParsePhone(p.phone, policy)
+		d, err := identity.ParsePhone(p.phone, policy)
 		if err != nil {
 			continue
 		}
-		ip, _ := guard.ParseIP(p.ip)
+		ip, _ := identity.ParseIP(p.ip)
 		req := guard.Request{Action: "otp.send", Subject: guard.Subject{Destination: d, IP: ip},
 			Attributes: map[string]string{"channel": "sms", "purpose": "login"}}
 		if dec, err := e.g.Allow(ctx, req); err == nil && dec.Allowed {

@@ -29,6 +29,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/esdk"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
@@ -234,7 +235,7 @@ func (h *Handler) clientIP(ev event) netip.Addr {
 	if v == "" {
 		v = ev.Request.ValidationData[IPField]
 	}
-	a, err := guard.ParseIP(v)
+	a, err := identity.ParseIP(v)
 	if err != nil {
 		return netip.Addr{}
 	}

@@ -44,6 +44,7 @@ import (
 	ulule "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -147,8 +148,8 @@ const legit = 300000
 func requestsN(action string, n int) []guard.Request {
 	reqs := make([]guard.Request, n)
 	for i := range reqs {
-		d, _ := guard.ParseEmail(fmt.Sprintf("user%d@example.com", i))
-		ip, _ := guard.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		d, _ := identity.ParseEmail(fmt.Sprintf("user%d@example.com", i))
+		ip, _ := identity.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
 		reqs[i] = guard.Request{Action: action, Subject: guard.Subject{Destination: d, IP: ip}}
 	}
 	return reqs
@@ -381,7 +382,7 @@ func (b *bench) login(ctx context.Context) error {
 	reqs := make([]guard.Request, subjects)
 	trusted := make([]guard.Request, subjects)
 	for i := range reqs {
-		ip, _ := guard.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		ip, _ := identity.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
 		reqs[i] = guard.Request{Action: "login", Subject: guard.Subject{Account: fmt.Sprintf("user%d@example.com", i), IP: ip}}
 		trusted[i] = reqs[i]
 		if trusted[i].Device, err = gTrusted.DeviceToken(reqs[i].Subject.Account, "", time.Now()); err != nil {

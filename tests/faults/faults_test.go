@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -78,7 +79,7 @@ rules:
 }
 
 func request(t *testing.T, email string) guard.Request {
-	d, err := guard.ParseEmail(email)
+	d, err := identity.ParseEmail(email)
 	if err != nil {
 		t.Fatal(err)
 	}

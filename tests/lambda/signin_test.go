@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/internal/delivery"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
@@ -226,7 +227,7 @@ func TestEveryResendIsSettledAtConfirmation(t *testing.T) {
 	}
 	send, auth := start(lambdaapp.Cognitosend), start(lambdaapp.Cognitoauth)
 	g := storeGuard(t, rb, doc)
-	dest, err := guard.ParseEmail("hana@example.com")
+	dest, err := identity.ParseEmail("hana@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
