@@ -124,7 +124,8 @@ func Walk(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.Store
 		at time.Time
 	}
 	var takes []taken
-	var edges []time.Time // instants worth landing on: lockout ends, waits
+	var edges []time.Time    // instants worth landing on: lockout ends, waits, states' ends
+	ends := map[int64]bool{} // the instants where a take's state ends
 	var history []string
 	members := 0
 	steps := opt.Steps
@@ -155,6 +156,9 @@ func Walk(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.Store
 		}
 		if now.Sub(time.UnixMicro(Origin))%w == 0 {
 			cov["a window edge"]++
+		}
+		if ends[now.UnixMicro()] {
+			cov["the instant a state ends"]++
 		}
 		var batch []guard.Op
 		for range 1 + rng.IntN(3) {
@@ -237,10 +241,16 @@ func Walk(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.Store
 		if len(history) > 40 {
 			history = history[1:]
 		}
+		var resets []time.Duration // where each take's state ends, as the first store says (the oracle keeps no such answer)
 		for _, name := range names {
 			got, err := stores[name].Do(ctx, batch)
 			if err != nil {
 				t.Fatalf("step %d: %s: %v", step, name, err)
+			}
+			if resets == nil {
+				for i := range batch {
+					resets = append(resets, got[i].ResetAfter)
+				}
 			}
 			for i := range batch {
 				if !same(want[i], got[i], batch[i], opt.Slack[name]) {
@@ -271,16 +281,22 @@ func Walk(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.Store
 			}
 			if r.RetryAfter > 0 {
 				edges = append(edges, now.Add(r.RetryAfter))
-				if len(edges) > 20 {
-					edges = edges[1:]
-				}
+			}
+			if op.Kind == guard.Take && r.Allowed && resets[i] > 0 {
+				// where the state this take counted on ends: a fixed
+				// window's last instant, landed on exactly
+				edges = append(edges, now.Add(resets[i]))
+				ends[now.Add(resets[i]).UnixMicro()] = true
+			}
+			if len(edges) > 20 {
+				edges = edges[len(edges)-20:]
 			}
 		}
 	}
 }
 
 // WantCovered are the Coverage keys every campaign of walks must reach.
-var WantCovered = []string{"a window edge", "an elastic limit grown", "a take locked out", "a relock",
+var WantCovered = []string{"a window edge", "the instant a state ends", "an elastic limit grown", "a take locked out", "a relock",
 	"a denial by fixed_window", "a denial by token_bucket", "a denial by sliding_window", "a denial by sliding_log",
 	"a denial by concurrency", "a denial by distinct", "a denial by ratio"}
 
