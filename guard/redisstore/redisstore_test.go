@@ -853,6 +853,11 @@ func TestNoScriptAfterFlush(t *testing.T) {
 			if d := allow(t, g, request(t, "a@example.com", "192.0.2.1")); !d.Allowed || d.Rules[0].Remaining != want {
 				t.Fatalf("after flush %d: %+v", i, d)
 			}
+			// where there are functions, the library is loaded again, not
+			// left for whole scripts by EVAL from then on
+			if libs, err := adminOf(rdb).FunctionList(ctx, redis.FunctionListQuery{}).Result(); err == nil && len(libs) != 1 {
+				t.Errorf("after flush %d: %d function libraries loaded, want the library again", i, len(libs))
+			}
 		}
 	})
 }

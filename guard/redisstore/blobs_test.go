@@ -1,0 +1,96 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/redisstore"
+)
+
+// TestBlobs: a blob is read back as put, an empty one too, and is gone
+// once deleted or expired; of two deletes one removes it; Once marks a
+// key the first time only. On every backend, the Serverless double as
+// the stack's user included (the blobs go through the library).
+func TestBlobs(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			rdb := b.client()
+			bl := redisstore.NewBlobs(rdb)
+			ctx := context.Background()
+			key := fmt.Sprintf("og:{blob-%s-%d}:ch", b.name, time.Now().UnixNano())
+			if _, found, err := bl.Get(ctx, key); err != nil || found {
+				t.Fatalf("before any put: found %v, %v", found, err)
+			}
+			for _, v := range [][]byte{[]byte("held \x00 result"), {}} {
+				if err := bl.Put(ctx, key, v, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				got, found, err := bl.Get(ctx, key)
+				if err != nil || !found || string(got) != string(v) {
+					t.Fatalf("put %q, got %q %v %v", v, got, found, err)
+				}
+			}
+			if d, err := bl.Delete(ctx, key); err != nil || !d {
+				t.Fatalf("the first delete: %v %v", d, err)
+			}
+			if d, err := bl.Delete(ctx, key); err != nil || d {
+				t.Fatalf("the second delete: %v %v", d, err)
+			}
+			if _, found, err := bl.Get(ctx, key); err != nil || found {
+				t.Fatalf("after the delete: found %v, %v", found, err)
+			}
+			if err := bl.Put(ctx, key, []byte("brief"), time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				_, found, err := bl.Get(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !found {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("a blob put for 1ms still there after 30s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			once := key + "-once"
+			for i, want := range []bool{true, false} {
+				if first, err := bl.Once(ctx, once, time.Minute); err != nil || first != want {
+					t.Errorf("Once, call %d: %v %v, want %v", i+1, first, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestADeviceCheckWithNothingDependingOnItIsABatchLikeAnother: a batch
+// whose device check no op depends on (every op unconditional) is one
+// batch as any other, on a cluster too: the check answers for itself
+// (a token issued now, never revoked: trusted) and the take for itself.
+func TestADeviceCheckWithNothingDependingOnItIsABatchLikeAnother(t *testing.T) {
+	devices := &guard.Spec{ID: "dv", Algorithm: guard.Devices, Window: time.Hour}
+	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Enforce: true}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			st := redisstore.New(b.client(), redisstore.Options{})
+			ctx := context.Background()
+			tag := func(s string) string { return fmt.Sprintf("%-22.22s", fmt.Sprintf("%s%d", s, time.Now().UnixNano())) }
+			res, err := st.Do(ctx, []guard.Op{
+				{Kind: guard.DeviceCheck, Spec: devices, Tag: tag("D"), Cost: 1, At: time.Now().Add(-time.Second)},
+				{Kind: guard.Take, Spec: spec, Tag: tag("T"), Cost: 1},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res[0].Allowed || !res[1].Allowed || res[1].Remaining != 2 || res[1].Taken != 1 {
+				t.Errorf("the check %+v, the take %+v", res[0], res[1])
+			}
+		})
+	}
+}
