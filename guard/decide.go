@@ -182,23 +182,7 @@ func (a *attempt) plan() error {
 			op.Member = g.valueHash(r.Of, v)
 		}
 		if dependent {
-			// one op per value of the device the rule applies to; the
-			// store's device check picks the one that applies
-			if r.onTrusted {
-				t := op
-				t.Cond = CondTrusted
-				a.ops, a.at = append(a.ops, t), append(a.at, i)
-			}
-			if r.onUntrusted {
-				u := op
-				u.Cond = CondUntrusted
-				if r.keyedDevice {
-					s := a.subject
-					s.device = ""
-					u.Tag = g.tag([]*rule{r}, make([]string, 1), 0, s)
-				}
-				a.ops, a.at = append(a.ops, u), append(a.at, i)
-			}
+			a.planDependent(i, op)
 			continue
 		}
 		if r.Lease != nil {
@@ -216,6 +200,28 @@ func (a *attempt) plan() error {
 		a.ops, a.at = append(a.ops, op), append(a.at, i)
 	}
 	return nil
+}
+
+// planDependent plans rule i, whose op depends on the device: one op per
+// value of the device the rule applies to; the store's device check picks
+// the one that applies.
+func (a *attempt) planDependent(i int, op Op) {
+	r := a.rules[i]
+	if r.onTrusted {
+		t := op
+		t.Cond = CondTrusted
+		a.ops, a.at = append(a.ops, t), append(a.at, i)
+	}
+	if r.onUntrusted {
+		u := op
+		u.Cond = CondUntrusted
+		if r.keyedDevice {
+			s := a.subject
+			s.device = ""
+			u.Tag = a.g.tag([]*rule{r}, make([]string, 1), 0, s)
+		}
+		a.ops, a.at = append(a.ops, u), append(a.at, i)
+	}
 }
 
 // refilled ends the lease refills this attempt took on.

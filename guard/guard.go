@@ -278,31 +278,39 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		if (slices.Contains(r.Key, "asn") || r.Of == "asn") && g.networks == nil {
 			return nil, fmt.Errorf("guard: rule %s uses the asn dimension, which needs Options.Networks (network.asnDatabase)", r.Name)
 		}
-		cr := &rule{Rule: r, limit: r.Limit, allow: r.OnStoreError == "allow", dims: slices.Sorted(slices.Values(r.Key)),
-			owned:       slices.Contains(r.Key, "destination") || slices.Contains(r.Key, "account") || slices.Contains(r.Key, "device"),
-			keyedDevice: slices.Contains(r.Key, "device"), onTrusted: true, onUntrusted: true}
-		if vs, ok := r.When["device"]; ok {
-			cr.filtersDevice = true
-			cr.onTrusted, cr.onUntrusted = slices.Contains(vs, DeviceTrusted), slices.Contains(vs, DeviceUntrusted)
-		}
-		if r.Mode == ModeSoft {
-			cr.limit += int64(float64(r.Limit) * float64(r.Overage))
-		}
-		cr.spec = &Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
-			Enforce: r.Mode != ModeShadow, Challenge: r.Mode == ModeChallenge, Failures: r.Count == CountFailures,
-			Keep: r.Remember, Lockout: r.Lockout, Min: r.Min}
-		if r.Elastic != nil {
-			cr.spec.Elastic = float64(r.Elastic.Ratio)
-		}
-		if ttl, ok := packs[dimsKey(r.Key)]; ok && r.Algorithm.packable() {
-			cr.spec.Packed, cr.spec.PackTTL = true, ttl
-		}
+		cr := compile(r, packs)
 		g.byAction[r.Action] = append(g.byAction[r.Action], cr)
 		g.byName[r.Name] = cr
 		g.all = append(g.all, cr)
 	}
 	g.global = g.hashValues([]string{"global"}, []string{""})
 	return g, nil
+}
+
+// compile is a rule as the engine runs it: its limit (a soft rule's
+// overage added), the device filters, and the spec the stores apply
+// (packed with the rules keyed alike when packs says so).
+func compile(r Rule, packs map[string]time.Duration) *rule {
+	cr := &rule{Rule: r, limit: r.Limit, allow: r.OnStoreError == "allow", dims: slices.Sorted(slices.Values(r.Key)),
+		owned:       slices.Contains(r.Key, "destination") || slices.Contains(r.Key, "account") || slices.Contains(r.Key, "device"),
+		keyedDevice: slices.Contains(r.Key, "device"), onTrusted: true, onUntrusted: true}
+	if vs, ok := r.When["device"]; ok {
+		cr.filtersDevice = true
+		cr.onTrusted, cr.onUntrusted = slices.Contains(vs, DeviceTrusted), slices.Contains(vs, DeviceUntrusted)
+	}
+	if r.Mode == ModeSoft {
+		cr.limit += int64(float64(r.Limit) * float64(r.Overage))
+	}
+	cr.spec = &Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
+		Enforce: r.Mode != ModeShadow, Challenge: r.Mode == ModeChallenge, Failures: r.Count == CountFailures,
+		Keep: r.Remember, Lockout: r.Lockout, Min: r.Min}
+	if r.Elastic != nil {
+		cr.spec.Elastic = float64(r.Elastic.Ratio)
+	}
+	if ttl, ok := packs[dimsKey(r.Key)]; ok && r.Algorithm.packable() {
+		cr.spec.Packed, cr.spec.PackTTL = true, ttl
+	}
+	return cr
 }
 
 // packing decides which rules share a packed hash: those of the packable

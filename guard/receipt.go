@@ -131,26 +131,9 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		if r == nil || len(f[1]) != 22 {
 			continue
 		}
-		k := kind
-		switch {
-		case f[5] == "v" && outcome == Void:
-			k = Cancel // a unit of the attempt: it never happened
-		case f[5] == "v":
+		k, ok := entryKind(r, f[5], kind, outcome)
+		if !ok {
 			continue
-		case f[5] == "h" && r.Count != CountHeld:
-			continue
-		case f[5] == "h" && outcome == Success:
-			k = Unblock // the proof: what waited for it is over
-		case f[5] == "h":
-			continue // a void attempt's held count is the decision's to give back (Settle)
-		case f[5] == "k" && (outcome != Success || r.Count == CountFailures):
-			continue // held back: a success commits it, nothing else does
-		case f[5] == "k":
-			k = Commit
-		case r.Count != CountFailures:
-			continue
-		case outcome == Success && r.ResetOnSuccess:
-			k = Unblock // a success proves the pair: its failures and lockouts go
 		}
 		if r.Algorithm == Distinct && f[4] == "" && k != Unblock {
 			continue // a set's entry is named by its member
@@ -165,6 +148,35 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		return fmt.Errorf("settle a receipt: %w", err)
 	}
 	return nil
+}
+
+// entryKind is what settling a receipt's entry of rule r, marked mark (f:
+// a failure taken, k: a take held back, h: a held count, v: a unit of a
+// void attempt), does for outcome, kind being the outcome's default (a
+// refund for a success, a cancel for a void); false: nothing.
+func entryKind(r *rule, mark string, kind OpKind, outcome Outcome) (OpKind, bool) {
+	k := kind
+	switch {
+	case mark == "v" && outcome == Void:
+		k = Cancel // a unit of the attempt: it never happened
+	case mark == "v":
+		return "", false
+	case mark == "h" && r.Count != CountHeld:
+		return "", false
+	case mark == "h" && outcome == Success:
+		k = Unblock // the proof: what waited for it is over
+	case mark == "h":
+		return "", false // a void attempt's held count is the decision's to give back (Settle)
+	case mark == "k" && (outcome != Success || r.Count == CountFailures):
+		return "", false // held back: a success commits it, nothing else does
+	case mark == "k":
+		k = Commit
+	case r.Count != CountFailures:
+		return "", false
+	case outcome == Success && r.ResetOnSuccess:
+		k = Unblock // a success proves the pair: its failures and lockouts go
+	}
+	return k, true
 }
 
 // Derive returns a 256-bit key for label, derived from the deployment

@@ -218,6 +218,43 @@ func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
 // by the backstop alone (the store was failing), only the backstop
 // changes.
 func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly bool) ([]OpResult, error) {
+	g.forget(rules, ops)
+	if backstopOnly {
+		return g.applyBackstop(ctx, rules, ops)
+	}
+	var same, mo []Op
+	for i, op := range ops {
+		if rules[i].allow && g.backstop != nil {
+			if op.Kind == Strike || op.Kind == Peek {
+				mo = append(mo, op)
+			} else {
+				same = append(same, op)
+			}
+		}
+	}
+	res, err := g.do(ctx, g.store, ops)
+	if err != nil {
+		return nil, err
+	}
+	if len(mo) > 0 {
+		var mr []OpResult
+		for i, op := range ops {
+			if rules[i].allow && (op.Kind == Strike || op.Kind == Peek) {
+				mr = append(mr, res[i])
+			}
+		}
+		g.backstop.Mirror(mo, mr)
+	}
+	if len(same) > 0 {
+		_, _ = g.do(ctx, g.backstop, same) // in memory: it does not fail
+	}
+	return res, nil
+}
+
+// forget drops what this process keeps of the states ops change: the
+// deny cache's denials that a refund, release or unblock may have ended,
+// and the leases an unblock cleared.
+func (g *Guard) forget(rules []*rule, ops []Op) {
 	for i, op := range ops {
 		key := op.Spec.ID + op.Tag
 		switch op.Kind {
@@ -239,52 +276,28 @@ func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly
 			g.leases.drop(key)
 		}
 	}
-	var same, mo []Op
+}
+
+// applyBackstop is apply for a decision the backstop alone made: only the
+// backstop changes (the rules that deny on store errors never reached it).
+func (g *Guard) applyBackstop(ctx context.Context, rules []*rule, ops []Op) ([]OpResult, error) {
+	res := make([]OpResult, len(ops))
+	var bops []Op
+	var at []int
 	for i, op := range ops {
+		res[i] = OpResult{Allowed: true}
 		if rules[i].allow && g.backstop != nil {
-			if op.Kind == Strike || op.Kind == Peek {
-				mo = append(mo, op)
-			} else {
-				same = append(same, op)
-			}
+			bops, at = append(bops, op), append(at, i)
 		}
 	}
-	if backstopOnly {
-		res := make([]OpResult, len(ops))
-		var bops []Op
-		var at []int
-		for i, op := range ops {
-			res[i] = OpResult{Allowed: true}
-			if rules[i].allow && g.backstop != nil {
-				bops, at = append(bops, op), append(at, i)
-			}
+	if len(bops) > 0 {
+		br, err := g.do(ctx, g.backstop, bops)
+		if err != nil {
+			return nil, err
 		}
-		if len(bops) > 0 {
-			br, err := g.do(ctx, g.backstop, bops)
-			if err != nil {
-				return nil, err
-			}
-			for k, i := range at {
-				res[i] = br[k]
-			}
+		for k, i := range at {
+			res[i] = br[k]
 		}
-		return res, nil
-	}
-	res, err := g.do(ctx, g.store, ops)
-	if err != nil {
-		return nil, err
-	}
-	if len(mo) > 0 {
-		var mr []OpResult
-		for i, op := range ops {
-			if rules[i].allow && (op.Kind == Strike || op.Kind == Peek) {
-				mr = append(mr, res[i])
-			}
-		}
-		g.backstop.Mirror(mo, mr)
-	}
-	if len(same) > 0 {
-		_, _ = g.do(ctx, g.backstop, same) // in memory: it does not fail
 	}
 	return res, nil
 }
