@@ -99,6 +99,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		if err != nil {
 			return err
 		}
+		srv.RealTime() // windows kept in keys with a TTL end
 		defer srv.Close()
 		rdb = srv.Client()
 		log.Info("using an embedded in-process Redis and ephemeral secrets; set REDIS_URL, GUARD_SECRET and GUARD_SIGNING_KEY for a shared one")

@@ -59,6 +59,61 @@ func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {
 	}
 }
 
+// TestALimitEndsWithItsWindowOnTheEmbeddedRedis: on make run's embedded
+// Redis a rule's window ends in real time: a send refused by a limit of
+// one a second is admitted again once the second has passed (a window
+// kept in a key with a TTL never ended before: miniredis moved its TTLs
+// only when told).
+func TestALimitEndsWithItsWindowOnTheEmbeddedRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "guard.yaml")
+	if err := os.WriteFile(cfg, []byte("rules:\n  - {name: once-a-second, action: otp.send, key: [ip], limit: 1, window: 1s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GUARD_ADDR": addr, "GUARD_CONFIG": cfg, "OUTBOX_PATH": filepath.Join(dir, "outbox.jsonl")}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, func(k string) string { return env[k] }, io.Discard, io.Discard) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	send := func() int {
+		resp, err := http.Post("http://"+addr+"/v1/otp/send", "application/json", strings.NewReader(`{"channel":"email","to":"ann@example.com","purpose":"verify"}`))
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var first int
+	for deadline := time.Now().Add(time.Minute); first != http.StatusAccepted; time.Sleep(20 * time.Millisecond) {
+		if first = send(); time.Now().After(deadline) {
+			t.Fatalf("the first send for a minute: %d", first)
+		}
+	}
+	if got := send(); got != http.StatusTooManyRequests {
+		t.Fatalf("the second send within the second: %d, want 429", got)
+	}
+	start := time.Now()
+	for got := 0; got != http.StatusAccepted; time.Sleep(100 * time.Millisecond) {
+		if got = send(); got != http.StatusAccepted && got != http.StatusTooManyRequests {
+			t.Fatalf("a send: %d", got)
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the window of 1s had not ended after 30s")
+		}
+	}
+}
+
 func TestRunRejectsABadConfigNamingTheField(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(path, []byte("rules:\n  - {name: r, action: login, key: [ip], limit: 0, window: 1m}\n"), 0o600); err != nil {

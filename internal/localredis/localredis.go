@@ -7,6 +7,8 @@ package localredis
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -16,6 +18,8 @@ import (
 type Server struct {
 	*miniredis.Miniredis
 	client *redis.Client
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
 
 // Start starts an embedded Redis on a free loopback port.
@@ -32,8 +36,38 @@ func Start() (*Server, error) {
 // retries, as redisstore.NewClient builds them).
 func (s *Server) Client() *redis.Client { return s.client }
 
+// RealTime makes keys expire as time passes (miniredis moves its TTLs
+// only when told): every 50ms the TTLs move on by the time elapsed. The
+// server of make run needs it (without it, a window kept in a key with a
+// TTL never ended); tests and the simulator, which set the clock
+// themselves, do not call it.
+func (s *Server) RealTime() {
+	if s.stop != nil {
+		return
+	}
+	s.stop = make(chan struct{})
+	s.done.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case now := <-t.C:
+				s.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	})
+}
+
 // Close stops the server and its client.
 func (s *Server) Close() {
+	if s.stop != nil {
+		close(s.stop)
+		s.done.Wait()
+	}
 	_ = s.client.Close()
 	s.Miniredis.Close()
 }
