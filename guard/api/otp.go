@@ -226,7 +226,7 @@ func (s *Server) message(dest guard.Destination, purpose, locale, code string) (
 // codeSlot is the delivery queue's slot of a code the code store keeps
 // for (dest, purpose): a newer send's message supersedes a waiting one.
 func codeSlot(dest guard.Destination, purpose string) string {
-	return "otp\x00" + dest.Key + "\x00" + purpose
+	return "otp\x00" + dest.Address + "\x00" + purpose // the code's own key (guard/otp)
 }
 
 func otpRequest(action string, dest guard.Destination, purpose string) guard.Request {

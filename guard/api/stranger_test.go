@@ -68,3 +68,36 @@ func TestAStrangerCannotKeepAnAddressFromItsCodes(t *testing.T) {
 		t.Fatalf("the owner's right code after a stranger's 8 codes and 40 guesses: %d %v", w.Code, m)
 	}
 }
+
+// TestASendToAnotherSpellingLeavesTheOwnersCode: a stranger's sends to
+// other spellings of the owner's mailbox (case, a +tag) do not replace
+// the code the owner is about to enter: each spelling has its own code,
+// bound to it; a send to the owner's own spelling replaces it with a code
+// that reaches the owner and works.
+func TestASendToAnotherSpellingLeavesTheOwnersCode(t *testing.T) {
+	h, out := serve(t, "network: {trustedProxies: [198.51.100.0/24]}\n", nil)
+	send := func(to string, ip ...string) {
+		t.Helper()
+		var hdr []string
+		if len(ip) > 0 {
+			hdr = []string{"X-Forwarded-For", ip[0]}
+		}
+		if w, m := call(t, h, "POST", "/v1/otp/send", map[string]string{"channel": "email", "to": to, "purpose": "verify"}, false, hdr...); w.Code != http.StatusAccepted {
+			t.Fatalf("send to %s: %d %v", to, w.Code, m)
+		}
+	}
+	verify := func(to, code string) int {
+		w, _ := call(t, h, "POST", "/v1/otp/verify", map[string]string{"to": to, "purpose": "verify", "code": code}, false)
+		return w.Code
+	}
+	send("ann@example.com")
+	owners := out.last(t).Code
+	send("ANN@example.com", "203.0.113.9")
+	strangers := out.last(t).Code
+	if got := verify("ann@example.com", owners); got != http.StatusOK {
+		t.Fatalf("the owner's code after a stranger's send to ANN@example.com: %d", got)
+	}
+	if got := verify("ANN@example.com", strangers); got != http.StatusOK {
+		t.Errorf("the other spelling's own code: %d", got)
+	}
+}

@@ -1,14 +1,16 @@
 // Package otp issues and checks verification codes.
 //
 // A code is otp.length digits drawn uniformly from crypto/rand. Only its
-// keyed hash is stored, under one key per (destination, purpose), where
-// the destination is the canonical one limits count by: issuing a new code
-// to any variant of an address replaces the old one, so only the latest
-// code is valid. The hash is bound to the exact address the code was
-// delivered to (Destination.Address: the email as typed with its domain
-// normalized, or the E.164 number), so the code approves only that
-// address: a +tag or Gmail-dot variant is another mailbox, and checking
-// the code against it is a wrong guess. Checking is one
+// keyed hash is stored, under one key per (address, purpose), where the
+// address is the one the code is delivered to (Destination.Address: the
+// email as typed with its domain normalized, or the E.164 number): a new
+// code to that address replaces the old one, so only the latest is valid,
+// and a code to another spelling of the mailbox (case, a +tag, Gmail
+// dots) is another code, which leaves this one alone (a stranger's send
+// to a variant must not replace the owner's code with one the owner's
+// spelling cannot use). The limits still count the variants as one
+// destination (Destination.Key). The hash is bound to the address too, so
+// the code approves only that address. Checking is one
 // atomic step in the store: the right code is consumed (single use even
 // under parallel checks), a wrong one counts an attempt, and the attempt
 // that reaches the maximum burns the code.
@@ -171,7 +173,7 @@ func (c *Codes) Verify(ctx context.Context, d guard.Destination, purpose, code s
 // codes without the secret.
 func (c *Codes) keyDigest(d guard.Destination, purpose, code string) (key, digest string) {
 	m := hmac.New(sha256.New, c.secret)
-	m.Write([]byte("otp\x00" + d.Key + "\x00" + purpose))
+	m.Write([]byte("otp\x00" + d.Address + "\x00" + purpose))
 	tag := base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 	key = "og:{" + tag + "}:otp"
 	m.Reset()
