@@ -9,7 +9,7 @@ import (
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
 	if c.OTP.Length != 6 || c.OTP.TTL != 10*time.Minute || c.OTP.MaxAttempts != 5 || c.Store.Timeout != 50*time.Millisecond ||
-		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 27 || c.Devices.TTL != 4320*time.Hour {
+		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 26 || c.Devices.TTL != 4320*time.Hour {
 		t.Fatalf("defaults: %+v", c)
 	}
 	byName := map[string]Rule{}
@@ -33,7 +33,7 @@ func TestDefaultConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Rules) != 28 || c.Rules[20].Name != "login-failure-ratio-per-asn" {
+	if len(c.Rules) != 27 || c.Rules[19].Name != "login-failure-ratio-per-asn" {
 		t.Errorf("with a database: %d rules", len(c.Rules))
 	}
 }
@@ -125,6 +125,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{rule(", algorithm: distinct, of: device"), "rules[0] (r).of: devices cannot be counted"},
 		{"devices: {ttl: 10m}", "devices.ttl: must be 1h to 400 days"},
 		{"devices: {ttl: 9601h}", "devices.ttl: must be 1h to 400 days"},
+		{"store: {denyCache: {ttl: 1s, size: 10000001}}", "store.denyCache.size"},
+		{"store: {denyCache: {ttl: 1s, size: 0}}", "store.denyCache.size"},
+		{rule(", count: failures, lockout: {initial: 1m, factor: 2, max: 1h, reset: 30m}"), "rules[0] (r).lockout.reset: must be at least lockout.max (1h0m0s)"},
+		{rule(", count: failures, lockout: {initial: 1m, factor: 2, max: 1h, reset: 100000h}"), "rules[0] (r).lockout.reset: must be at least lockout.max (1h0m0s) and at most"},
 		// docs/contract.md §6
 		{"rules:\n  - {name: r, action: otp.send, key: [ip], limit: 5, window: 1m, mode: challenge}\n", "rules[0] (r).mode: a otp.send rule in mode challenge asks for a CAPTCHA: configure challenge.captcha"},
 		{rule(", mode: challenge, fallback: maybe"), `rules[0] (r).fallback: must be deny or allow, got "maybe"`},
@@ -143,7 +147,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 
 // TestBoundsAreInclusive: a value at a documented bound is accepted.
 func TestBoundsAreInclusive(t *testing.T) {
-	for _, doc := range []string{"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m, mode: soft, overage: 1000%}", "devices: {ttl: 1h}", "devices: {ttl: 9600h}", "network: {ipv6Prefix: 32}", "network: {ipv6Prefix: 128}", "store: {timeout: 10s}"} {
+	for _, doc := range []string{"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m, mode: soft, overage: 1000%}",
+		"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m, count: failures, lockout: {initial: 1m, factor: 2, max: 1h, reset: 1h}}",
+		"store: {denyCache: {ttl: 1s, size: 1}}", "store: {denyCache: {ttl: 1s, size: 10000000}}", "devices: {ttl: 1h}", "devices: {ttl: 9600h}", "network: {ipv6Prefix: 32}", "network: {ipv6Prefix: 128}", "store: {timeout: 10s}"} {
 		if _, err := ParseConfig([]byte(doc)); err != nil {
 			t.Errorf("%s: %v", doc, err)
 		}
