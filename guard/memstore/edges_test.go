@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -112,4 +113,111 @@ func TestASetFullAtOneInstantKeepsTheLastValuesByName(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAMirroredRatioDenialCountsTheTakesInFlight: a ratio's denial is
+// mirrored as a window of failures at the rule's minimum, plus this
+// process's takes still in flight: with one take begun and not answered,
+// the backstop denies the next attempt as the store did (counted without
+// the take in flight, it would hold too few attempts for the ratio to
+// apply, and admit).
+func TestAMirroredRatioDenialCountsTheTakesInFlight(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	spec := &guard.Spec{ID: "rt", Algorithm: guard.Ratio, Limit: 50, Min: 3, Window: 10 * time.Second, Enforce: true, Failures: true}
+	mem := memstore.New(func() time.Time { return now })
+	op := guard.Op{Kind: guard.Take, Spec: spec, Tag: edgeTag, Cost: 1}
+	mem.Begin([]guard.Op{op})
+	mem.Begin([]guard.Op{op})
+	mem.Mirror([]guard.Op{op}, []guard.OpResult{{Allowed: false, RetryAfter: 5 * time.Second, ResetAfter: 10 * time.Second}})
+	res, err := mem.Do(context.Background(), []guard.Op{op})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Allowed {
+		t.Errorf("after a mirrored denial, with a take in flight: %+v, want denied", res[0])
+	}
+}
+
+// TestCommittingAValueTheSetHoldsTakesNothing: a proof that commits a
+// distinct value the set already holds takes no unit (a new value takes
+// one); both stores agree.
+func TestCommittingAValueTheSetHoldsTakesNothing(t *testing.T) {
+	spec := &guard.Spec{ID: "dc", Algorithm: guard.Distinct, Limit: 3, Window: 10 * time.Second, Enforce: true, Challenge: true}
+	bothStores(t, func(t *testing.T, st guard.Store, _ func(time.Time)) {
+		ctx := context.Background()
+		for i, want := range []int64{1, 0} {
+			res, err := st.Do(ctx, []guard.Op{{Kind: guard.Commit, Spec: spec, Tag: edgeTag, Cost: 1, Member: "v"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Taken != want || res[0].Remaining != 2 {
+				t.Errorf("commit %d of one value: %+v, want taken %d, 2 left", i+1, res[0], want)
+			}
+		}
+	})
+}
+
+// TestARatiosWaitsAgreeWithTheLibrary: a walk on ratio rules alone
+// (takes that fail or are given back, across window edges), so that its
+// denials meet a previous window of every failure ratio: memstore and the
+// Lua library answer every step alike (allowed, remaining, retry after).
+func TestARatiosWaitsAgreeWithTheLibrary(t *testing.T) {
+	specs := []*guard.Spec{
+		{ID: "r6", Algorithm: guard.Ratio, Limit: 60, Min: 2, Window: 12800 * time.Millisecond, Enforce: true, Failures: true},
+		{ID: "r3", Algorithm: guard.Ratio, Limit: 30, Min: 3, Window: 12800 * time.Millisecond, Enforce: true, Failures: true},
+	}
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	srv.SetTime(now)
+	lua := redisstore.New(srv.Client(), redisstore.Options{})
+	mem := memstore.New(func() time.Time { return now })
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 5))
+	type take struct {
+		op guard.Op
+		at time.Time
+	}
+	var taken []take
+	denials := 0
+	for step := range 3000 {
+		if rng.IntN(3) == 0 {
+			d := time.Duration(1+rng.IntN(40)) * 100 * time.Millisecond
+			now = now.Add(d)
+			srv.SetTime(now)
+			srv.FastForward(d)
+		}
+		spec := specs[rng.IntN(len(specs))]
+		op := guard.Op{Kind: guard.Take, Spec: spec, Tag: edgeTag, Cost: 1}
+		if len(taken) > 0 && rng.IntN(3) == 0 {
+			k := rng.IntN(len(taken))
+			op = taken[k].op
+			op.Kind, op.At = guard.Refund, taken[k].at
+			taken = append(taken[:k], taken[k+1:]...)
+		}
+		want, err := lua.Do(ctx, []guard.Op{op})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := mem.Do(ctx, []guard.Op{op})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, g := want[0], got[0]
+		if w.Allowed != g.Allowed || w.Remaining != g.Remaining || w.RetryAfter != g.RetryAfter || w.Taken != g.Taken {
+			t.Fatalf("step %d, %s %s: lua %+v, memstore %+v", step, op.Kind, spec.ID, w, g)
+		}
+		if op.Kind == guard.Take && w.Taken > 0 {
+			taken = append(taken, take{op, now})
+		}
+		if op.Kind == guard.Take && !w.Allowed {
+			denials++
+		}
+	}
+	if denials < 100 {
+		t.Errorf("%d denials in the walk: it does not reach the waits", denials)
+	}
 }
