@@ -101,3 +101,21 @@ func TestASendToAnotherSpellingLeavesTheOwnersCode(t *testing.T) {
 		t.Errorf("the other spelling's own code: %d", got)
 	}
 }
+
+// TestAWrongCodeCountsOnTheAddressARuleOfYoursCounts: with a rule of your
+// own on otp.verify keyed on the destination and counting failures, a
+// wrong guess at a pending code is a failure of the address (a guess at
+// no code is not: TestStrangersCannotLockAnAddress in tests/e2e): past
+// its limit the next guess is refused by the rule.
+func TestAWrongCodeCountsOnTheAddressARuleOfYoursCounts(t *testing.T) {
+	h, _ := local(t, "  - {name: guesses, action: otp.verify, key: [destination], count: failures, limit: 2, window: 1h}\n")
+	if w, m := call(t, h, "POST", "/v1/otp/send", map[string]string{"channel": "email", "to": "ann@example.com", "purpose": "verify"}, false); w.Code != http.StatusAccepted {
+		t.Fatalf("send: %d %v", w.Code, m)
+	}
+	for i, want := range []int{422, 422, 429} {
+		w, m := call(t, h, "POST", "/v1/otp/verify", map[string]string{"to": "ann@example.com", "purpose": "verify", "code": fmt.Sprintf("%06d", i)}, false)
+		if w.Code != want || (want == 429 && m["rule"] != "guesses") {
+			t.Fatalf("wrong guess %d: %d %v, want %d", i+1, w.Code, m, want)
+		}
+	}
+}
