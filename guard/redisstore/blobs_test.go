@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
 )
 
@@ -90,6 +91,46 @@ func TestADeviceCheckWithNothingDependingOnItIsABatchLikeAnother(t *testing.T) {
 			}
 			if !res[0].Allowed || !res[1].Allowed || res[1].Remaining != 2 || res[1].Taken != 1 {
 				t.Errorf("the check %+v, the take %+v", res[0], res[1])
+			}
+		})
+	}
+}
+
+// TestCodesAnswerEveryOutcome: the code store answers each outcome the
+// library has: wrong (an attempt counted), burned (the last attempt),
+// missing (nothing pending), approved (once), on every backend.
+func TestCodesAnswerEveryOutcome(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			c := redisstore.NewCodes(b.client())
+			ctx := context.Background()
+			key := fmt.Sprintf("og:{codes-%s-%d}:otp", b.name, time.Now().UnixNano())
+			check := func(digest string) otp.Check {
+				t.Helper()
+				v, err := c.Check(ctx, key, digest, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v.Check
+			}
+			if got := check("right"); got != otp.Missing {
+				t.Errorf("before any code: %v, want missing", got)
+			}
+			if err := c.Put(ctx, key, "right", time.Minute, ""); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []otp.Check{otp.Wrong, otp.Burned, otp.Missing} {
+				if got := check("wrong"); got != want {
+					t.Errorf("wrong guess %d: %v, want %v", i+1, got, want)
+				}
+			}
+			if err := c.Put(ctx, key, "right", time.Minute, ""); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []otp.Check{otp.Approved, otp.Missing} {
+				if got := check("right"); got != want {
+					t.Errorf("the right code, try %d: %v, want %v", i+1, got, want)
+				}
 			}
 		})
 	}
