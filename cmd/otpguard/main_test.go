@@ -73,7 +73,7 @@ func TestALimitEndsWithItsWindowOnTheEmbeddedRedis(t *testing.T) {
 	l.Close()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "guard.yaml")
-	if err := os.WriteFile(cfg, []byte("rules:\n  - {name: once-a-second, action: otp.send, key: [ip], limit: 1, window: 1s}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("store: {timeout: 10s}\nrules:\n  - {name: once-a-second, action: otp.send, key: [ip], limit: 1, window: 1s}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"GUARD_ADDR": addr, "GUARD_CONFIG": cfg, "OUTBOX_PATH": filepath.Join(dir, "outbox.jsonl")}
