@@ -176,17 +176,10 @@ func TestAVoidReceiptGivesBackEveryUnitOnce(t *testing.T) {
 // a rule counting requests, with nothing to settle, is not in the
 // receipt.
 func TestAReceiptCommitsWhatASuccessProves(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte(`rules:
+	g := newGuard(t, `rules:
   - {name: networks, action: login, key: [account], algorithm: distinct, of: ip/16, count: successes, limit: 1, window: 24h}
   - {name: requests, action: login, key: [account], limit: 100, window: 24h}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Backstop: memstore.New(time.Now)})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, memstore.New(time.Now), guard.Options{Secret: []byte(secret), Backstop: memstore.New(time.Now)})
 	ctx := context.Background()
 	login := func(ip string) guard.Decision {
 		d, err := g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: "ann", IP: netip.MustParseAddr(ip)}, Partial: true})

@@ -15,13 +15,19 @@ import (
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
-func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {
+// freeAddr is a loopback address no one listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {
+	addr := freeAddr(t)
 	env := map[string]string{"GUARD_ADDR": addr}
 	ctx, cancel := context.WithCancel(context.Background())
 	var out testutil.Buffer
@@ -65,12 +71,7 @@ func TestRunServesHealthOnTheEmbeddedRedis(t *testing.T) {
 // kept in a key with a TTL never ended before: miniredis moved its TTLs
 // only when told).
 func TestALimitEndsWithItsWindowOnTheEmbeddedRedis(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "guard.yaml")
 	if err := os.WriteFile(cfg, []byte("store: {timeout: 10s}\nrules:\n  - {name: once-a-second, action: otp.send, key: [ip], limit: 1, window: 1s}\n"), 0o600); err != nil {
