@@ -221,3 +221,91 @@ func TestARatiosWaitsAgreeWithTheLibrary(t *testing.T) {
 		t.Errorf("%d denials in the walk: it does not reach the waits", denials)
 	}
 }
+
+// TestALockoutsHistoryEndsAtItsReset: the strikes a lockout remembers end
+// exactly reset after the last lockout began, to the microsecond. A
+// failure at that instant is a first failure again (locked only at the
+// limit, for the first duration), and the lockouts after it count from
+// one. Both stores agree; the counts taken meanwhile keep the state alive
+// past the reset, so the instant is not an empty state's.
+func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
+	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: 30 * time.Second}
+	spec := &guard.Spec{ID: "lk", Algorithm: guard.SlidingLog, Limit: 3, Window: 10 * time.Second, Enforce: true, Lockout: lockout}
+	bothStores(t, func(t *testing.T, st guard.Store, set func(time.Time)) {
+		ctx := context.Background()
+		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		do := func(at time.Duration, kind guard.OpKind) guard.OpResult {
+			t.Helper()
+			set(t0.Add(at))
+			res, err := st.Do(ctx, []guard.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1, Member: "m" + at.String()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res[0]
+		}
+		takes := func(at time.Duration, n int) {
+			t.Helper()
+			for i := range n {
+				if r := do(at+time.Duration(i)*time.Microsecond, guard.Take); !r.Allowed {
+					t.Fatalf("take %d at %s: %+v", i, at, r)
+				}
+			}
+		}
+		takes(0, 3)
+		if r := do(time.Millisecond, guard.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
+			t.Fatalf("a failure at the limit: %+v, want locked for 2s", r)
+		}
+		// a take within the window that outlives the reset
+		reset := time.Millisecond + 30*time.Second
+		takes(25*time.Second, 1)
+		if r := do(reset, guard.Strike); r.Locked || !r.Allowed {
+			t.Errorf("a failure under the limit as the history ends: %+v, want not locked (a first failure)", r)
+		}
+		takes(reset+time.Microsecond, 1)
+		// the limit reached again, a failure at the next instant locks for
+		// the first duration; the one after that, within reset, for twice it
+		at := reset + time.Second
+		takes(at-2*time.Microsecond, 1)
+		if r := do(at, guard.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
+			t.Errorf("a failure at the limit after the history ended: %+v, want locked for 2s (the first)", r)
+		}
+		if r := do(at+3*time.Second, guard.Strike); !r.Locked || r.RetryAfter != 4*time.Second {
+			t.Errorf("the next failure, within reset: %+v, want locked for 4s (the second)", r)
+		}
+	})
+	// the same instant at the limit: the failure locks for the first
+	// duration, not the second, and the one after it for the second
+	other := *spec
+	other.ID = "lk-limit"
+	bothStores(t, func(t *testing.T, st guard.Store, set func(time.Time)) {
+		ctx := context.Background()
+		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		do := func(at time.Duration, kind guard.OpKind) guard.OpResult {
+			t.Helper()
+			set(t0.Add(at))
+			res, err := st.Do(ctx, []guard.Op{{Kind: kind, Spec: &other, Tag: edgeTag, Cost: 1, Member: "m" + at.String()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res[0]
+		}
+		for i := range 3 {
+			do(time.Duration(i)*time.Microsecond, guard.Take)
+		}
+		if r := do(time.Millisecond, guard.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
+			t.Fatalf("a failure at the limit: %+v, want locked for 2s", r)
+		}
+		reset := time.Millisecond + 30*time.Second
+		for i := range 3 {
+			if r := do(25*time.Second+time.Duration(i)*time.Microsecond, guard.Take); !r.Allowed {
+				t.Fatalf("take %d at 25s: %+v", i, r)
+			}
+		}
+		if r := do(reset, guard.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
+			t.Errorf("a failure at the limit as the history ends: %+v, want locked for 2s (the first)", r)
+		}
+		if r := do(reset+3*time.Second, guard.Strike); !r.Locked || r.RetryAfter != 4*time.Second {
+			t.Errorf("the next failure, within reset: %+v, want locked for 4s (the second)", r)
+		}
+	})
+}
