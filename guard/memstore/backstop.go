@@ -145,8 +145,12 @@ func (p *op) mirror(r guard.OpResult, now int64) {
 		for int64(len(st.z)) > used {
 			st.z = st.z[1:]
 		}
-		for i := int64(len(st.z)); i < used; i++ {
-			p.zadd(score, "~"+strconv.FormatInt(i, 10))
+		// (each under a name none of the entries holds: a placeholder
+		// kept from an earlier mirror is not replaced by its namesake)
+		for i := int64(0); int64(len(st.z)) < used; i++ {
+			if m := "~" + strconv.FormatInt(i, 10); p.find(m) < 0 {
+				p.zadd(score, m)
+			}
 		}
 	}
 }
