@@ -1,0 +1,132 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+)
+
+// libHook counts the library's calls (FCALL, EVALSHA, EVAL) and its
+// loads, answers the calls with answer when set (a reply that says the
+// call did not run), and holds each FUNCTION LOAD for hold.
+type libHook struct {
+	answer      string
+	hold        time.Duration
+	calls, load atomic.Int64
+}
+
+// replyErr is an error reply of the server (go-redis's redis.Error).
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+func (h *libHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *libHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "fcall", "evalsha", "eval":
+			h.calls.Add(1)
+			if h.answer != "" {
+				err := replyErr(h.answer)
+				cmd.SetErr(err)
+				return err
+			}
+		case "function":
+			if len(cmd.Args()) > 1 && cmd.Args()[1] == "load" {
+				h.load.Add(1)
+				time.Sleep(h.hold)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *libHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+var retrySpec = &guard.Spec{ID: "rt", Algorithm: guard.FixedWindow, Limit: 1000, Window: time.Minute, Enforce: true}
+
+func retryOp() []guard.Op {
+	return []guard.Op{{Kind: guard.Take, Spec: retrySpec, Tag: "AAAAAAAAAAAAAAAAAAAAAA", Cost: 1}}
+}
+
+// TestCallersMeetingAnEmptyServerLoadTheLibraryOnce: when a server that
+// had the library restarts empty, the callers that meet it together wait
+// for one load, not one each (a thousand containers' requests sending the
+// library over a pool too small for them all timed out on two cores).
+func TestCallersMeetingAnEmptyServerLoadTheLibraryOnce(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	ctx := context.Background()
+	st := redisstore.New(rdb, redisstore.Options{})
+	if err := st.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Functions() {
+		t.Skip("this redis-server has no functions")
+	}
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h := &libHook{hold: 200 * time.Millisecond}
+	rdb.AddHook(h)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := st.Do(ctx, retryOp()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.load.Load(); n != 1 {
+		t.Errorf("20 callers on an emptied server: FUNCTION LOAD %d times, want once", n)
+	}
+}
+
+// TestACallThatNeverRunsIsSentFourTimesAtMost: a call the server keeps
+// answering as not run (the code missing, the time not passed) is sent
+// again, the library loaded, then by source, and after the fourth answer
+// fails as a store error instead of looping.
+func TestACallThatNeverRunsIsSentFourTimesAtMost(t *testing.T) {
+	for _, answer := range []string{"NOSCRIPT No matching script", "ERR Function not found", "OTPGUARD_NOCLOCK pass the time"} {
+		t.Run(answer, func(t *testing.T) {
+			srv, err := redistest.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(srv.Close)
+			rdb := srv.Client()
+			ctx := context.Background()
+			st := redisstore.New(rdb, redisstore.Options{})
+			if err := st.Preload(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h := &libHook{answer: answer}
+			rdb.AddHook(h)
+			_, err = st.Do(ctx, retryOp())
+			if !errors.Is(err, guard.ErrStoreUnavailable) {
+				t.Errorf("a call never run: %v, want a store error", err)
+			}
+			if n := h.calls.Load(); n != 4 {
+				t.Errorf("a call never run was sent %d times, want 4", n)
+			}
+		})
+	}
+}
