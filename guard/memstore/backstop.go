@@ -131,7 +131,9 @@ func (p *op) mirror(r guard.OpResult, now int64) {
 			from = now
 		}
 		p.prune(from)
-		if p.Kind == guard.Take && r.Allowed && r.Taken > 0 && p.Member != "" {
+		// an admitted take's entries (a value seen again takes nothing,
+		// and is refreshed: its window starts again, as in the store)
+		if p.Kind == guard.Take && r.Allowed && p.Member != "" {
 			if p.Spec.Algorithm == guard.Distinct {
 				p.zadd(score, p.Member)
 			} else {

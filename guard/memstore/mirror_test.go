@@ -209,3 +209,49 @@ func TestAMirroredEntryEndsWhenItEndsInTheStore(t *testing.T) {
 		})
 	}
 }
+
+// TestAValueSeenAgainIsRefreshedInTheMirror: a distinct rule's value seen
+// again takes nothing and starts its window again in the store; the
+// backstop told of it does the same, so it still counts the value when
+// its first sighting's window has ended.
+func TestAValueSeenAgainIsRefreshedInTheMirror(t *testing.T) {
+	w := 10 * time.Second
+	spec := &guard.Spec{ID: "ds", Algorithm: guard.Distinct, Limit: 3, Window: w, Enforce: true}
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
+	srv.SetTime(now)
+	lua := redisstore.New(srv.Client(), redisstore.Options{})
+	mem := memstore.New(func() time.Time { return now })
+	ctx := context.Background()
+	const tag = "AAAAAAAAAAAAAAAAAAAAAA"
+	at := func(d time.Duration) {
+		srv.FastForward(t0.Add(d).Sub(now))
+		now = t0.Add(d)
+		srv.SetTime(now)
+	}
+	take := func(value string) {
+		t.Helper()
+		batch := []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1, Member: value}}
+		res, err := lua.Do(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem.Mirror(batch, res)
+	}
+	take("v")
+	at(8 * time.Second)
+	take("v") // seen again: nothing taken, its window starts again
+	take("w")
+	at(w + time.Second)
+	peek := []guard.Op{{Kind: guard.Peek, Spec: spec, Tag: tag, Cost: 1, Member: "x"}}
+	l, _ := lua.Do(ctx, peek)
+	b, _ := mem.Do(ctx, peek)
+	if l[0].Remaining != 1 || b[0].Remaining != l[0].Remaining {
+		t.Errorf("the first sighting's window over: store %d remaining (want 1), backstop %d", l[0].Remaining, b[0].Remaining)
+	}
+}
