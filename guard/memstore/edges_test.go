@@ -309,3 +309,41 @@ func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
 		}
 	})
 }
+
+// TestAFixedWindowKeptAliveByALockoutStartsAgainAtItsEnd: a fixed window's
+// state outlives the window when a lockout's history keeps it; a take at
+// the window's last instant counts in a new window, in both stores.
+func TestAFixedWindowKeptAliveByALockoutStartsAgainAtItsEnd(t *testing.T) {
+	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: time.Minute}
+	spec := &guard.Spec{ID: "fwl", Algorithm: guard.FixedWindow, Limit: 3, Window: 10 * time.Second, Enforce: true, Lockout: lockout}
+	bothStores(t, func(t *testing.T, st guard.Store, set func(time.Time)) {
+		ctx := context.Background()
+		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		do := func(at time.Duration, kind guard.OpKind) guard.OpResult {
+			t.Helper()
+			set(t0.Add(at))
+			res, err := st.Do(ctx, []guard.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res[0]
+		}
+		for range 3 {
+			do(0, guard.Take)
+		}
+		if r := do(time.Second, guard.Strike); !r.Locked {
+			t.Fatalf("a failure at the limit: %+v, want locked", r)
+		}
+		// a window begun after the lockout (which cleared the count) ends
+		// at 13s; the lockout's history lasts a minute
+		if r := do(3*time.Second, guard.Take); !r.Allowed || r.Remaining != 2 {
+			t.Fatalf("a take after the lockout: %+v, want allowed, 2 remaining", r)
+		}
+		if r := do(13*time.Second, guard.Take); !r.Allowed || r.Remaining != 2 {
+			t.Errorf("a take as the window ends: %+v, want allowed, 2 remaining (a new window)", r)
+		}
+		if r := do(13*time.Second, guard.Take); !r.Allowed || r.Remaining != 1 {
+			t.Errorf("the next take: %+v, want allowed, 1 remaining", r)
+		}
+	})
+}
