@@ -77,3 +77,35 @@ func TestEndedStatesAreForgotten(t *testing.T) {
 		}
 	}
 }
+
+// TestStatesThatHoldNothingAreForgotten: asking about a subject (a peek of
+// a sliding window, a ratio, and the store's answer to it mirrored) makes
+// a state that holds no count; the store forgets it at once, as it
+// forgets ended ones.
+func TestStatesThatHoldNothingAreForgotten(t *testing.T) {
+	now := time.Unix(1_900_000_000, 0)
+	mem := memstore.NewSized(func() time.Time { return now }, 1000)
+	fw := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Enforce: true}
+	for _, spec := range []*guard.Spec{
+		{ID: "sw", Algorithm: guard.SlidingWindow, Limit: 5, Window: time.Minute, Enforce: true},
+		{ID: "ra", Algorithm: guard.Ratio, Limit: 50, Min: 5, Window: time.Minute, Enforce: true},
+	} {
+		for i := range 10 {
+			peek := []guard.Op{{Kind: guard.Peek, Spec: spec, Tag: fmt.Sprint(spec.ID, i), Cost: 1}}
+			if _, err := mem.Do(context.Background(), peek); err != nil {
+				t.Fatal(err)
+			}
+			// an answer of the store that counts nothing, told as a backstop
+			// is told
+			mem.Mirror(peek, []guard.OpResult{{Allowed: true, Remaining: spec.Limit, ResetAfter: spec.Window}})
+		}
+		for range 6 {
+			if _, err := mem.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: fw, Tag: "new", Cost: 1}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := mem.Len(); n != 1 {
+			t.Errorf("%s: %d states held after peeks of ten subjects and six takes of another, want 1", spec.Algorithm, n)
+		}
+	}
+}
