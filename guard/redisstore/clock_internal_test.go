@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,3 +87,55 @@ type replyError string
 
 func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
+
+// TestTheClockBoundIsHalfTheRoundTripAndTheDrift: the error of the time
+// passed to the library is at most half the round trip that measured the
+// offset (TIME was read somewhere between the request and the reply),
+// plus what this process's clock may have drifted since.
+func TestTheClockBoundIsHalfTheRoundTripAndTheDrift(t *testing.T) {
+	var k serverClock
+	if b := k.bound(); b != 0 {
+		t.Errorf("no sample: a bound of %s, want 0", b)
+	}
+	k.s = clockSample{rtt: 10 * time.Millisecond, at: time.Now().Add(-100 * time.Second)}
+	// 5ms, and 100s at 200 ppm: 20ms
+	if b := k.bound(); b < 25*time.Millisecond || b > 26*time.Millisecond {
+		t.Errorf("a 10ms round trip 100s ago: a bound of %s, want 25ms", b)
+	}
+}
+
+// TestTheSlotMapReaderDoesNotRetry: a node that hangs up costs one
+// connection per read of the slot map, not a retry's second (a decision
+// waits while a cluster's map is read after a failure).
+func TestTheSlotMapReaderDoesNotRetry(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			_ = c.Close()
+		}
+	}()
+	m := &masters{seeds: []string{ln.Addr().String()}, opt: &redis.ClusterOptions{DialTimeout: time.Second}}
+	t.Cleanup(func() {
+		for _, c := range m.conns {
+			_ = c.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := m.slots(ctx); err == nil {
+		t.Fatal("a node that hangs up: a slot map read")
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("one read of the slot map from a node that hangs up: %d connections, want 1", n)
+	}
+}

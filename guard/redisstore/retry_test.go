@@ -130,3 +130,15 @@ func TestACallThatNeverRunsIsSentFourTimesAtMost(t *testing.T) {
 		})
 	}
 }
+
+// TestAClusterNodeMustNameAHost: a node of a cluster's address list that
+// is not a host:port or a URL with a host is refused, not read as the
+// default localhost.
+func TestAClusterNodeMustNameAHost(t *testing.T) {
+	for _, addrs := range []string{"127.0.0.1:7000,redis://", "127.0.0.1:7000,redis://%zz:1", "redis://:pw@,127.0.0.1:7001"} {
+		if c, err := redisstore.NewClient(addrs); err == nil {
+			_ = c.Close()
+			t.Errorf("%q: a client, want an error", addrs)
+		}
+	}
+}
