@@ -142,3 +142,72 @@ func TestAClusterNodeMustNameAHost(t *testing.T) {
 		}
 	}
 }
+
+// replyHook answers the library's calls with reply instead of the
+// server's (the call still runs), when armed.
+type replyHook struct {
+	armed atomic.Bool
+	reply any
+}
+
+func (h *replyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		// (the store's calls are its own type around a *redis.Cmd)
+		if c, ok := cmd.(interface{ SetVal(any) }); ok && h.armed.Load() && err == nil {
+			switch cmd.Name() {
+			case "fcall", "evalsha", "eval":
+				c.SetVal(h.reply)
+			}
+		}
+		return err
+	}
+}
+
+func (h *replyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestACodeCheckReplyOfAnotherShapeIsAStoreError: a reply to a code check
+// that is not the library's (an outcome out of range, a field of another
+// type: another version's library, a proxy's answer) is a store error,
+// not a verdict.
+func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	h := &replyHook{}
+	rdb.AddHook(h)
+	ctx := context.Background()
+	codes := redisstore.NewCodes(rdb)
+	if err := codes.Put(ctx, "og:{t}c", "digest", time.Minute, ""); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMicro()
+	for _, reply := range [][]any{
+		{int64(5), now, ""}, {int64(0), now, ""}, {"1", now, ""}, {int64(1), "now", ""}, {int64(1), now, int64(7)},
+	} {
+		h.reply = reply
+		h.armed.Store(true)
+		v, err := codes.Check(ctx, "og:{t}c", "digest", 5)
+		h.armed.Store(false)
+		if !errors.Is(err, guard.ErrStoreUnavailable) {
+			t.Errorf("a reply %v: %+v, %v, want a store error", reply, v, err)
+		}
+	}
+	// the library's own outcomes, first and last, are verdicts
+	for _, outcome := range []int64{1, 4} {
+		h.reply = []any{outcome, now, "r"}
+		h.armed.Store(true)
+		v, err := codes.Check(ctx, "og:{t}c", "digest", 5)
+		h.armed.Store(false)
+		if err != nil || int64(v.Check) != outcome || v.Receipt != "r" || v.At.UnixMicro() != now {
+			t.Errorf("the outcome %d: %+v, %v, want its verdict", outcome, v, err)
+		}
+	}
+}
