@@ -12,6 +12,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/internal/localredis"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
@@ -22,6 +23,7 @@ type libHook struct {
 	answer      string
 	hold        time.Duration
 	calls, load atomic.Int64
+	evals       atomic.Int64 // of the calls, those sent by source
 }
 
 // replyErr is an error reply of the server (go-redis's redis.Error).
@@ -42,11 +44,14 @@ func (h *libHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				cmd.SetErr(err)
 				return err
 			}
-		case "function":
+		case "function", "script":
 			if len(cmd.Args()) > 1 && cmd.Args()[1] == "load" {
 				h.load.Add(1)
 				time.Sleep(h.hold)
 			}
+		}
+		if cmd.Name() == "eval" {
+			h.evals.Add(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -97,6 +102,43 @@ func TestCallersMeetingAnEmptyServerLoadTheLibraryOnce(t *testing.T) {
 	wg.Wait()
 	if n := h.load.Load(); n != 1 {
 		t.Errorf("20 callers on an emptied server: FUNCTION LOAD %d times, want once", n)
+	}
+}
+
+// TestAScriptMissingOnANodeIsSentBySource: where the library runs as
+// scripts (no functions), a node that lost them (a restart, SCRIPT FLUSH)
+// is sent the script itself by EVAL, which also caches it there: one
+// round trip, not the whole library loaded script by script first.
+func TestAScriptMissingOnANodeIsSentBySource(t *testing.T) {
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	ctx := context.Background()
+	st := redisstore.New(rdb, redisstore.Options{})
+	if err := st.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st.Functions() {
+		t.Fatal("the embedded redis runs functions: this test needs scripts")
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h := &libHook{}
+	rdb.AddHook(h)
+	if _, err := st.Do(ctx, retryOp()); err != nil {
+		t.Fatal(err)
+	}
+	if l, e, c := h.load.Load(), h.evals.Load(), h.calls.Load(); l != 0 || e != 1 || c != 2 {
+		t.Errorf("a flushed node: %d script loads, %d calls of which %d by EVAL; want none, 2 and 1 (EVALSHA, then EVAL)", l, c, e)
+	}
+	// and cached there by it: the next call runs at once
+	h.calls.Store(0)
+	if _, err := st.Do(ctx, retryOp()); err != nil || h.calls.Load() != 1 {
+		t.Errorf("the next call: %v, sent %d times, want once", err, h.calls.Load())
 	}
 }
 
