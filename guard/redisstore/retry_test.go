@@ -103,6 +103,10 @@ func TestCallersMeetingAnEmptyServerLoadTheLibraryOnce(t *testing.T) {
 	if n := h.load.Load(); n != 1 {
 		t.Errorf("20 callers on an emptied server: FUNCTION LOAD %d times, want once", n)
 	}
+	// and once it is back, the calls go on as functions, not by source
+	if n := h.evals.Load(); n != 0 {
+		t.Errorf("20 callers on a reloaded server: %d sent by EVAL, want none", n)
+	}
 }
 
 // TestAScriptMissingOnANodeIsSentBySource: where the library runs as
