@@ -26,6 +26,8 @@ type opener struct {
 	plain []byte
 }
 
+// open authenticates and decrypts one frame (ct and its tag, under iv
+// and aad) and appends it to plain.
 func (o *opener) open(iv, ct, tag, aad []byte) error {
 	if len(o.plain)+len(ct) > MaxPlaintext {
 		return fmt.Errorf("%w: more than %d bytes", ErrMessage, MaxPlaintext)
