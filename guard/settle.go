@@ -50,11 +50,9 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 		}
 		op := Op{Kind: kind, Spec: r.spec, Tag: res.tag, Cost: max(res.taken, 1), Member: res.member, At: res.at}
 		if r.Algorithm == Distinct && op.Member == "" {
-			v, err := g.dimension(r.Of, req.Subject)
-			if err != nil {
-				return nil, fmt.Errorf("rule %s: %w", r.Name, err)
+			if op.Member, err = g.distinctMember(r, req.Subject); err != nil {
+				return nil, err
 			}
-			op.Member = g.valueHash(r.Of, v)
 		}
 		settled, ops = append(settled, r), append(ops, op)
 	}
@@ -71,6 +69,16 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 		out[i] = r.result(res[i], "")
 	}
 	return out, nil
+}
+
+// distinctMember is the member a distinct rule counts for subject: the
+// hash of its dimension's value.
+func (g *Guard) distinctMember(r *rule, subject Subject) (string, error) {
+	v, err := g.dimension(r.Of, subject)
+	if err != nil {
+		return "", fmt.Errorf("rule %s: %w", r.Name, err)
+	}
+	return g.valueHash(r.Of, v), nil
 }
 
 // settleKind is what outcome does to rule r, whose part in the decision

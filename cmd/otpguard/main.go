@@ -89,21 +89,11 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 
-	var rdb redis.UniversalClient
-	if url := getenv("REDIS_URL"); url != "" {
-		if rdb, err = redisstore.NewClient(url); err != nil {
-			return fmt.Errorf("REDIS_URL: %w", err)
-		}
-	} else {
-		srv, err := localredis.Start()
-		if err != nil {
-			return err
-		}
-		srv.RealTime() // windows kept in keys with a TTL end
-		defer srv.Close()
-		rdb = srv.Client()
-		log.Info("using an embedded in-process Redis and ephemeral secrets; set REDIS_URL, GUARD_SECRET and GUARD_SIGNING_KEY for a shared one")
+	rdb, stopLocal, err := openRedis(getenv, log)
+	if err != nil {
+		return err
 	}
+	defer stopLocal()
 	defer rdb.Close()
 
 	auth, closeAuth, err := authenv.Authenticator(getenv, true, nil)
@@ -111,36 +101,14 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer closeAuth()
-	var box io.Writer = stderr
-	if path := getenv("OUTBOX_PATH"); path != "" {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("OUTBOX_PATH: %w", err)
-		}
-		defer f.Close()
-		box = f
+	box, closeBox, err := openOutbox(getenv, stderr)
+	if err != nil {
+		return err
 	}
-	var maxDepth int64 // 0: the queue's default
-	if v := getenv("DELIVERY_QUEUE_MAX_DEPTH"); v != "" {
-		if _, err := fmt.Sscan(v, &maxDepth); err != nil || maxDepth < 1 {
-			return fmt.Errorf("DELIVERY_QUEUE_MAX_DEPTH: want a whole number ≥ 1, got %q", v)
-		}
-	}
-	var senders func(queue.Host) (api.Sender, error)
-	switch mode := getenv("DELIVERY_MODE"); mode {
-	case "direct":
-		senders = func(queue.Host) (api.Sender, error) { return outbox.New(box, nil), nil }
-	case "", "queue":
-		senders = func(h queue.Host) (api.Sender, error) {
-			q, local, err := queue.InProcess(h, outbox.New(box, nil), 8, queue.Options{MaxDepth: maxDepth})
-			if err != nil {
-				return nil, err
-			}
-			go func() { <-ctx.Done(); local.Close() }()
-			return q, nil
-		}
-	default:
-		return fmt.Errorf("DELIVERY_MODE: want queue or direct, got %q", mode)
+	defer closeBox()
+	senders, err := deliverySenders(ctx, getenv, box)
+	if err != nil {
+		return err
 	}
 	tokens := console.Tokens{Admin: getenv("ADMIN_TOKEN"), Viewer: getenv("VIEWER_TOKEN")}
 	stats := console.NewStats()
@@ -160,6 +128,13 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer handler.Close()
+	return serveApp(ctx, getenv, stdout, log, handler, tokens, stats, cfgPath, doc, key)
+}
+
+// serveApp serves handler and the console beside it until ctx ends,
+// with the config file at cfgPath (its text doc) watched and applied.
+func serveApp(ctx context.Context, getenv func(string) string, stdout io.Writer, log *slog.Logger, handler *app.App,
+	tokens console.Tokens, stats *console.Stats, cfgPath, doc string, key ed25519.PrivateKey) error {
 	file := console.NewConfigFile(cfgPath, doc, func(c guard.Config) error { return handler.Reload(c, app.Keys{Signing: key}) })
 	file.Applied = configApplied(handler, log)
 	go watchConfig(ctx, file, handler, log)
@@ -167,13 +142,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	// ones included: the API answers them 404, never a redirect) is the
 	// API's.
 	consoleRoutes := console.Routes(tokens, file, stats, func() []guard.Rule { return handler.Config().Rules })
-	mux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; strings.HasPrefix(p, "/v1/console/") && path.Clean(p) == p {
-			consoleRoutes.ServeHTTP(w, r)
-			return
-		}
-		handler.ServeHTTP(w, r)
-	})
+	mux := withConsole(consoleRoutes, handler)
 
 	addr := getenv("GUARD_ADDR")
 	if addr == "" {
@@ -183,13 +152,106 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	// The headers must arrive within 5s; a body within api.BodyTimeout of
-	// its handler starting to read it (a 408 problem, not a silent
-	// close); ReadTimeout and WriteTimeout bound the rest. OPTIONS * is no
-	// route of ours: a 404 problem, like any unclean path.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+	srv := newServer(mux, log)
+	if err := startDebug(getenv, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "otpguard listening on http://%s\n", ln.Addr())
+	return serve(ctx, srv, problemListener{ln})
+}
+
+// openOutbox is the writer the outbox appends messages to: the file
+// OUTBOX_PATH or, unset, stderr; done closes the file (a no-op for
+// stderr).
+func openOutbox(getenv func(string) string, stderr io.Writer) (box io.Writer, done func(), err error) {
+	box, done = stderr, func() {}
+	if path := getenv("OUTBOX_PATH"); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("OUTBOX_PATH: %w", err)
+		}
+		done = func() { f.Close() }
+		box = f
+	}
+	return box, done, nil
+}
+
+// openRedis is the client of REDIS_URL or, unset, of an embedded
+// in-process Redis; stop closes the embedded server (a no-op otherwise).
+func openRedis(getenv func(string) string, log *slog.Logger) (rdb redis.UniversalClient, stop func(), err error) {
+	stop = func() {}
+	if url := getenv("REDIS_URL"); url != "" {
+		if rdb, err = redisstore.NewClient(url); err != nil {
+			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+	} else {
+		srv, err := localredis.Start()
+		if err != nil {
+			return nil, nil, err
+		}
+		srv.RealTime() // windows kept in keys with a TTL end
+		stop = func() { srv.Close() }
+		rdb = srv.Client()
+		log.Info("using an embedded in-process Redis and ephemeral secrets; set REDIS_URL, GUARD_SECRET and GUARD_SIGNING_KEY for a shared one")
+	}
+	return rdb, stop, nil
+}
+
+// deliverySenders is how codes go out to box, by DELIVERY_MODE: through
+// an in-process queue (of at most DELIVERY_QUEUE_MAX_DEPTH messages),
+// closed when ctx is, or directly in the request.
+func deliverySenders(ctx context.Context, getenv func(string) string, box io.Writer) (func(queue.Host) (api.Sender, error), error) {
+	var maxDepth int64 // 0: the queue's default
+	if v := getenv("DELIVERY_QUEUE_MAX_DEPTH"); v != "" {
+		if _, err := fmt.Sscan(v, &maxDepth); err != nil || maxDepth < 1 {
+			return nil, fmt.Errorf("DELIVERY_QUEUE_MAX_DEPTH: want a whole number ≥ 1, got %q", v)
+		}
+	}
+	var senders func(queue.Host) (api.Sender, error)
+	switch mode := getenv("DELIVERY_MODE"); mode {
+	case "direct":
+		senders = func(queue.Host) (api.Sender, error) { return outbox.New(box, nil), nil }
+	case "", "queue":
+		senders = func(h queue.Host) (api.Sender, error) {
+			q, local, err := queue.InProcess(h, outbox.New(box, nil), 8, queue.Options{MaxDepth: maxDepth})
+			if err != nil {
+				return nil, err
+			}
+			go func() { <-ctx.Done(); local.Close() }()
+			return q, nil
+		}
+	default:
+		return nil, fmt.Errorf("DELIVERY_MODE: want queue or direct, got %q", mode)
+	}
+	return senders, nil
+}
+
+// withConsole sends the console's clean paths to consoleRoutes and every
+// other to handler.
+func withConsole(consoleRoutes, handler http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; strings.HasPrefix(p, "/v1/console/") && path.Clean(p) == p {
+			consoleRoutes.ServeHTTP(w, r)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	})
+}
+
+// newServer is the API's HTTP server.
+// The headers must arrive within 5s; a body within api.BodyTimeout of
+// its handler starting to read it (a 408 problem, not a silent
+// close); ReadTimeout and WriteTimeout bound the rest. OPTIONS * is no
+// route of ours: a 404 problem, like any unclean path.
+func newServer(mux http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 		WriteTimeout: 20 * time.Second, MaxHeaderBytes: 16 << 10, DisableGeneralOptionsHandler: true,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
+// startDebug opens GUARD_DEBUG_ADDR's listener, if set, for /debug/vars
+// and /debug/pprof/.
+func startDebug(getenv func(string) string, stdout io.Writer) error {
 	if d := getenv("GUARD_DEBUG_ADDR"); d != "" {
 		dl, err := net.Listen("tcp", d)
 		if err != nil {
@@ -198,8 +260,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "otpguard debug on http://%s/debug/vars\n", dl.Addr())
 		go func() { _ = http.Serve(dl, debugHandler()) }()
 	}
-	fmt.Fprintf(stdout, "otpguard listening on http://%s\n", ln.Addr())
-	return serve(ctx, srv, problemListener{ln})
+	return nil
 }
 
 // serve runs srv on ln until ctx ends, then shuts it down gracefully

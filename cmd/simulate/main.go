@@ -42,42 +42,9 @@ func run() error {
 	only := flag.String("only", "", "the columns to run, comma-separated (default: all)")
 	flag.Parse()
 
-	type named struct {
-		name string
-		cfg  guard.Config
-	}
-	previous, err := guard.ParseConfig(previousDefaults)
+	configs, err := columns(*config, *only)
 	if err != nil {
 		return err
-	}
-	none, err := guard.ParseConfig([]byte("rules: []\n"))
-	if err != nil {
-		return err
-	}
-	// The default rules once network.asnDatabase names a database: the
-	// simulation's own (see internal/sim).
-	withASN, err := guard.ParseConfig([]byte("network: {asnDatabase: simulated}\n"))
-	if err != nil {
-		return err
-	}
-	configs := []named{{"default", guard.DefaultConfig()}, {"default + ASN db", withASN}, {"previous defaults", previous}, {"no guard", none}}
-	if *config != "" {
-		doc, err := os.ReadFile(*config)
-		if err != nil {
-			return err
-		}
-		c, err := guard.ParseConfig(doc)
-		if err != nil {
-			return err
-		}
-		configs = append(configs, named{filepath.Base(*config), c})
-	}
-	if *only != "" {
-		keep := strings.Split(*only, ",")
-		configs = slices.DeleteFunc(configs, func(c named) bool { return !slices.Contains(keep, c.name) })
-		if len(configs) == 0 {
-			return fmt.Errorf("-only %q names no column (default, default + ASN db, previous defaults, no guard, or -config's file name)", *only)
-		}
 	}
 	var results []*sim.Result
 	began := time.Now()
@@ -97,18 +64,69 @@ func run() error {
 		}
 	}
 	fmt.Printf("one simulated day, seed %d, %d legitimate users (%s)\n\n%s", *seed, *usersN, time.Since(began).Round(time.Second), table)
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	return writeReport(*out, *seed, table, results)
+}
+
+// named is a configuration and the name of its column.
+type named struct {
+	name string
+	cfg  guard.Config
+}
+
+// columns are the configurations to simulate: the default rules, with an
+// ASN database, the previous release's, none, and config's if it names a
+// file; only those only names if it is set.
+func columns(config, only string) ([]named, error) {
+	previous, err := guard.ParseConfig(previousDefaults)
+	if err != nil {
+		return nil, err
+	}
+	none, err := guard.ParseConfig([]byte("rules: []\n"))
+	if err != nil {
+		return nil, err
+	}
+	// The default rules once network.asnDatabase names a database: the
+	// simulation's own (see internal/sim).
+	withASN, err := guard.ParseConfig([]byte("network: {asnDatabase: simulated}\n"))
+	if err != nil {
+		return nil, err
+	}
+	configs := []named{{"default", guard.DefaultConfig()}, {"default + ASN db", withASN}, {"previous defaults", previous}, {"no guard", none}}
+	if config != "" {
+		doc, err := os.ReadFile(config)
+		if err != nil {
+			return nil, err
+		}
+		c, err := guard.ParseConfig(doc)
+		if err != nil {
+			return nil, err
+		}
+		configs = append(configs, named{filepath.Base(config), c})
+	}
+	if only != "" {
+		keep := strings.Split(only, ",")
+		configs = slices.DeleteFunc(configs, func(c named) bool { return !slices.Contains(keep, c.name) })
+		if len(configs) == 0 {
+			return nil, fmt.Errorf("-only %q names no column (default, default + ASN db, previous defaults, no guard, or -config's file name)", only)
+		}
+	}
+	return configs, nil
+}
+
+// writeReport writes the report (table, then the charts) to out.
+func writeReport(out string, seed uint64, table string, results []*sim.Result) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	files, err := sim.Charts(results, *out)
+	files, err := sim.Charts(results, out)
 	if err != nil {
 		return err
 	}
-	report := fmt.Sprintf("# otpguard simulation, seed %d\n\n```\n%s```\n\n", *seed, table)
+	report := fmt.Sprintf("# otpguard simulation, seed %d\n\n```\n%s```\n\n", seed, table)
 	for _, f := range files {
 		report += fmt.Sprintf("![%s](%s)\n\n", filepath.Base(f), filepath.Base(f))
 	}
-	path := filepath.Join(*out, "report.md")
+	path := filepath.Join(out, "report.md")
 	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
 		return err
 	}

@@ -31,24 +31,8 @@ type captchaProblem struct {
 // treated as the rule's onStoreError says, and its token is not spent
 // (the user may send it again); a client that hung up stops here.
 func (s *Server) challengeCaptcha(ctx context.Context, rec *record, req guard.Request, token string) func(http.ResponseWriter) {
-	ask := func(detail string) func(http.ResponseWriter) {
-		p := problem("challenge_required", detail)
-		cp := captchaProblem{Problem: p, Challenge: "captcha"}
-		if s.Captcha != nil {
-			cp.Provider, cp.SiteKey = s.Captcha.Provider(), s.Captcha.SiteKey()
-		}
-		return func(w http.ResponseWriter) {
-			if rec.outcome == "" {
-				rec.outcome = "challenged"
-			}
-			w.Header().Set("Cache-Control", "no-store")
-			writeProblemBody(w, p.Status, cp)
-		}
-	}
-	answer := func(outcome string, p *Problem) func(http.ResponseWriter) {
-		rec.outcome = outcome
-		return func(w http.ResponseWriter) { p.write(w) }
-	}
+	ask := func(detail string) func(http.ResponseWriter) { return s.askCaptcha(rec, detail) }
+	answer := func(outcome string, p *Problem) func(http.ResponseWriter) { return answerProblem(rec, outcome, p) }
 	if s.Captcha == nil || token == "" {
 		return ask("solve the CAPTCHA and send its token as captchaToken")
 	}
@@ -107,4 +91,27 @@ func (s *Server) ruleOnStoreError(name string) string {
 		}
 	}
 	return "deny"
+}
+
+// askCaptcha is the answer that asks for a CAPTCHA (detail says why),
+// naming the provider and its site key.
+func (s *Server) askCaptcha(rec *record, detail string) func(http.ResponseWriter) {
+	p := problem("challenge_required", detail)
+	cp := captchaProblem{Problem: p, Challenge: "captcha"}
+	if s.Captcha != nil {
+		cp.Provider, cp.SiteKey = s.Captcha.Provider(), s.Captcha.SiteKey()
+	}
+	return func(w http.ResponseWriter) {
+		if rec.outcome == "" {
+			rec.outcome = "challenged"
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeProblemBody(w, p.Status, cp)
+	}
+}
+
+// answerProblem records outcome and is the answer that writes p.
+func answerProblem(rec *record, outcome string, p *Problem) func(http.ResponseWriter) {
+	rec.outcome = outcome
+	return func(w http.ResponseWriter) { p.write(w) }
 }

@@ -168,6 +168,30 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 			return
 		}
 	}
+	session, err := s.sendStepUp(ctx, dest, d, account, presented, res)
+	if err != nil {
+		s.Log.ErrorContext(ctx, "step-up code", "err", err)
+		s.settle(ctx, req, d, guard.Void)
+		s.fail(w, rec, problem("delivery_unavailable", "the step-up code could not be sent; retry later"))
+		return
+	}
+	// until the code comes back, the attempt stays a failure of the
+	// account's, counts as held, and what it would prove is not proven
+	// (its receipt, sealed above, commits it with the code)
+	s.settle(ctx, req, d, guard.Held)
+	s.delivered(ctx, dest)
+	rec.outcome = "challenged"
+	name := "EMAIL_OTP"
+	if dest.Channel == guard.SMS {
+		name = "SMS_OTP"
+	}
+	writeJSON(w, http.StatusOK, challengeResponse{Status: "challenge", ChallengeName: name, Session: session, To: mask(dest)})
+}
+
+// sendStepUp issues a step-up code to dest, holds the login under a new
+// session (sealed with the held decision's receipt), and sends the code;
+// it returns the session.
+func (s *Server) sendStepUp(ctx context.Context, dest guard.Destination, d guard.Decision, account, presented string, res authn.LoginResult) (string, error) {
 	session := newSession()
 	key, purpose := s.sessionKey(session)
 	code, err := s.Codes.Issue(ctx, dest, purpose, "")
@@ -186,23 +210,7 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 	if err == nil {
 		err = s.Sender.Send(ctx, msg)
 	}
-	if err != nil {
-		s.Log.ErrorContext(ctx, "step-up code", "err", err)
-		s.settle(ctx, req, d, guard.Void)
-		s.fail(w, rec, problem("delivery_unavailable", "the step-up code could not be sent; retry later"))
-		return
-	}
-	// until the code comes back, the attempt stays a failure of the
-	// account's, counts as held, and what it would prove is not proven
-	// (its receipt, sealed above, commits it with the code)
-	s.settle(ctx, req, d, guard.Held)
-	s.delivered(ctx, dest)
-	rec.outcome = "challenged"
-	name := "EMAIL_OTP"
-	if dest.Channel == guard.SMS {
-		name = "SMS_OTP"
-	}
-	writeJSON(w, http.StatusOK, challengeResponse{Status: "challenge", ChallengeName: name, Session: session, To: mask(dest)})
+	return session, err
 }
 
 // challengeRetry is the wait a challenge rule's fallback deny names.
@@ -229,52 +237,13 @@ func newSession() string {
 func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
 	rec := newRecord("login.challenge")
 	defer s.logDecision(r.Context(), rec)
-	var in struct{ Session, Code string }
-	if p := decode(w, r, fields{"session": &in.Session, "code": &in.Code}); p != nil {
-		s.fail(w, rec, p)
-		return
-	}
-	errs := map[string]string{}
-	if in.Session == "" {
-		errs["session"] = "required: the session of the challenge answer"
-	}
-	if n := s.Codes.Length(); len(in.Code) != n || !allDigits(in.Code) {
-		errs["code"] = "must be " + strconv.Itoa(n) + " digits"
-	}
-	if len(errs) > 0 {
-		s.fail(w, rec, invalidRequest(errs))
+	in, errs, ok := s.challengeAnswer(w, r, rec)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
-	var held heldLogin
-	refused := func(why string) {
-		rec.outcome = "failed:" + why
-		s.proved(ctx, "login", held.Rule, false)
-		s.fail(w, rec, problem("invalid_credentials", "the code is wrong, or the challenge is over"))
-	}
-	if s.Blobs == nil || len(in.Session) != sessionLen {
-		refused("session")
-		return
-	}
-	key, purpose := s.sessionKey(in.Session)
-	blob, found, err := s.Blobs.Get(ctx, key)
-	if err != nil {
-		s.Log.ErrorContext(ctx, "read the challenge", "err", err)
-		s.fail(w, rec, storeUnavailable())
-		return
-	}
-	if !found {
-		refused("session")
-		return
-	}
-	held, err = s.open(blob, key)
-	if err != nil {
-		refused("session")
-		return
-	}
-	dest, err := identity.GuessDestination(held.To, s.policy)
-	if err != nil {
-		refused("session")
+	held, key, purpose, dest, ok := s.heldChallenge(ctx, w, rec, in.Session)
+	if !ok {
 		return
 	}
 	// the code-guessing rules on the client's address apply; those on the
@@ -290,29 +259,14 @@ func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, p)
 		return
 	}
-	v, err := s.Codes.Verify(ctx, dest, purpose, in.Code)
-	if err != nil {
-		s.Log.ErrorContext(ctx, "check code", "err", err)
-		s.settle(ctx, req, rec.decision, guard.Void)
-		s.fail(w, rec, storeUnavailable())
-		return
-	}
-	switch v.Check {
-	case otp.Approved:
-		s.settle(ctx, req, rec.decision, guard.Success)
-	case otp.Missing:
-		s.settle(ctx, req, rec.decision, guard.Stray)
-		refused("code")
-		return
-	default:
-		s.settle(ctx, req, rec.decision, guard.Failure)
-		refused("code")
+	v, ok := s.checkChallengeCode(ctx, w, rec, req, dest, purpose, in.Code, held.Rule)
+	if !ok {
 		return
 	}
 	// The code is consumed: one caller got here; the session goes too
 	// (a replay finds nothing).
 	if deleted, err := s.Blobs.Delete(context.WithoutCancel(ctx), key); err != nil || !deleted {
-		refused("replayed")
+		s.refuseChallenge(ctx, w, rec, held.Rule, "replayed")
 		return
 	}
 	if err := s.Guard.SettleReceipt(context.WithoutCancel(ctx), held.Receipt, guard.Success); err != nil {
@@ -321,4 +275,96 @@ func (s *Server) handleLoginChallenge(w http.ResponseWriter, r *http.Request) {
 	rec.outcome = "passed"
 	s.proved(ctx, "login", held.Rule, true)
 	s.loginAnswer(ctx, w, rec, held.Account, held.Presented, held.Result, v.At)
+}
+
+// challengeIn is a login challenge's answer: the session it names and
+// the code.
+type challengeIn struct{ Session, Code string }
+
+// challengeAnswer decodes a login challenge's answer and checks its
+// fields; false: the request was refused and the answer written. errs
+// is for the checks admit adds.
+func (s *Server) challengeAnswer(w http.ResponseWriter, r *http.Request, rec *record) (in challengeIn, errs map[string]string, ok bool) {
+	if p := decode(w, r, fields{"session": &in.Session, "code": &in.Code}); p != nil {
+		s.fail(w, rec, p)
+		return in, nil, false
+	}
+	errs = map[string]string{}
+	if in.Session == "" {
+		errs["session"] = "required: the session of the challenge answer"
+	}
+	if n := s.Codes.Length(); len(in.Code) != n || !allDigits(in.Code) {
+		errs["code"] = "must be " + strconv.Itoa(n) + " digits"
+	}
+	if len(errs) > 0 {
+		s.fail(w, rec, invalidRequest(errs))
+		return in, nil, false
+	}
+	return in, errs, true
+}
+
+// refuseChallenge answers a challenge that failed (why: its session or
+// its code, or a replay) as the failed proof of rule, all alike.
+func (s *Server) refuseChallenge(ctx context.Context, w http.ResponseWriter, rec *record, rule, why string) {
+	rec.outcome = "failed:" + why
+	s.proved(ctx, "login", rule, false)
+	s.fail(w, rec, problem("invalid_credentials", "the code is wrong, or the challenge is over"))
+}
+
+// heldChallenge reads and opens the login held under session, and where
+// its code went; false: it was refused (or could not be read) and the
+// answer written.
+func (s *Server) heldChallenge(ctx context.Context, w http.ResponseWriter, rec *record, session string) (held heldLogin, key, purpose string, dest guard.Destination, ok bool) {
+	if s.Blobs == nil || len(session) != sessionLen {
+		s.refuseChallenge(ctx, w, rec, held.Rule, "session")
+		return held, key, purpose, dest, false
+	}
+	key, purpose = s.sessionKey(session)
+	blob, found, err := s.Blobs.Get(ctx, key)
+	if err != nil {
+		s.Log.ErrorContext(ctx, "read the challenge", "err", err)
+		s.fail(w, rec, storeUnavailable())
+		return held, key, purpose, dest, false
+	}
+	if !found {
+		s.refuseChallenge(ctx, w, rec, held.Rule, "session")
+		return held, key, purpose, dest, false
+	}
+	held, err = s.open(blob, key)
+	if err != nil {
+		s.refuseChallenge(ctx, w, rec, held.Rule, "session")
+		return held, key, purpose, dest, false
+	}
+	dest, err = identity.GuessDestination(held.To, s.policy)
+	if err != nil {
+		s.refuseChallenge(ctx, w, rec, held.Rule, "session")
+		return held, key, purpose, dest, false
+	}
+	return held, key, purpose, dest, true
+}
+
+// checkChallengeCode checks the code against the one sent to dest and
+// settles the attempt; false: it was wrong (or could not be checked) and
+// the answer written.
+func (s *Server) checkChallengeCode(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, purpose, code, rule string) (otp.Verdict, bool) {
+	v, err := s.Codes.Verify(ctx, dest, purpose, code)
+	if err != nil {
+		s.Log.ErrorContext(ctx, "check code", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
+		s.fail(w, rec, storeUnavailable())
+		return v, false
+	}
+	switch v.Check {
+	case otp.Approved:
+		s.settle(ctx, req, rec.decision, guard.Success)
+	case otp.Missing:
+		s.settle(ctx, req, rec.decision, guard.Stray)
+		s.refuseChallenge(ctx, w, rec, rule, "code")
+		return v, false
+	default:
+		s.settle(ctx, req, rec.decision, guard.Failure)
+		s.refuseChallenge(ctx, w, rec, rule, "code")
+		return v, false
+	}
+	return v, true
 }

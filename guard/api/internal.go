@@ -142,15 +142,7 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := newRecord(req.Action)
 	defer s.logDecision(ctx, rec)
-	switch {
-	case req.Subject.Account != "":
-		rec.subject = s.Guard.Fingerprint("account", req.Subject.Account)
-	case !req.Subject.Destination.IsZero():
-		rec.subject = s.Guard.Fingerprint("destination", req.Subject.Destination.Key)
-	}
-	if req.Subject.IP.IsValid() {
-		rec.ip = s.Guard.Fingerprint("ip", req.Subject.IP.String())
-	}
+	s.recordSubject(rec, req)
 	d, err := s.Guard.Allow(ctx, req)
 	if err != nil {
 		s.internalError(w, r, err)
@@ -171,9 +163,31 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 			out.Challenge = "otp"
 		}
 	}
+	out.Rules = ruleStates(w, d)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// recordSubject puts the fingerprints of req's subject (its account, else
+// its destination) and of its IP in the decision record.
+func (s *Server) recordSubject(rec *record, req guard.Request) {
+	switch {
+	case req.Subject.Account != "":
+		rec.subject = s.Guard.Fingerprint("account", req.Subject.Account)
+	case !req.Subject.Destination.IsZero():
+		rec.subject = s.Guard.Fingerprint("destination", req.Subject.Destination.Key)
+	}
+	if req.Subject.IP.IsValid() {
+		rec.ip = s.Guard.Fingerprint("ip", req.Subject.IP.String())
+	}
+}
+
+// ruleStates is the state of each of d's rules, and sets the RateLimit
+// headers of the rule closest to denying.
+func ruleStates(w http.ResponseWriter, d guard.Decision) []ruleState {
+	rules := []ruleState{}
 	closest := -1
 	for i, res := range d.Rules {
-		out.Rules = append(out.Rules, ruleState{res.Rule, res.Allowed, res.Remaining, seconds(res.ResetAfter), res.Skipped})
+		rules = append(rules, ruleState{res.Rule, res.Allowed, res.Remaining, seconds(res.ResetAfter), res.Skipped})
 		// the rule closest to denying: a challenge or shadow rule never
 		// denies (its remaining would tell a client it is out for a window)
 		if !res.Skipped && res.Mode != guard.ModeChallenge && res.Mode != guard.ModeShadow &&
@@ -187,7 +201,7 @@ func (s *Server) handleDecision(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("RateLimit-Policy", fmt.Sprintf("%s;q=%d;w=%d", name, res.Limit, seconds(res.Window)))
 		w.Header().Set("RateLimit", fmt.Sprintf("%s;r=%d;t=%d", name, res.Remaining, seconds(res.ResetAfter)))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return rules
 }
 
 // handleOutcome is POST /v1/outcomes: how an attempt a decision admitted

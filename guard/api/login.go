@@ -68,15 +68,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		Account: account, Username: in.Username, Password: in.Password, Body: body,
 		ClientIP: req.Subject.IP, UserAgent: r.UserAgent(),
 	})
-	switch {
-	case errors.Is(err, authn.ErrInvalidCredentials):
-		s.settle(ctx, req, rec.decision, guard.Failure)
-		s.fail(w, rec, problem("invalid_credentials", "the username or password is wrong"))
-		return
-	case err != nil:
-		s.Log.ErrorContext(ctx, "authenticate", "err", err)
-		s.settle(ctx, req, rec.decision, guard.Void)
-		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
+	if s.loginFailed(ctx, w, rec, req, err) {
 		return
 	}
 	d := rec.decision
@@ -97,6 +89,24 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	s.settle(ctx, req, d, guard.Success)
 	s.loginAnswer(ctx, w, rec, account, presented, res, rec.decision.At)
+}
+
+// loginFailed answers a login whose password was wrong (a failure) or
+// that the authenticator did not answer (nothing counts); false: err is
+// nil.
+func (s *Server) loginFailed(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, err error) bool {
+	switch {
+	case errors.Is(err, authn.ErrInvalidCredentials):
+		s.settle(ctx, req, rec.decision, guard.Failure)
+		s.fail(w, rec, problem("invalid_credentials", "the username or password is wrong"))
+		return true
+	case err != nil:
+		s.Log.ErrorContext(ctx, "authenticate", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
+		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
+		return true
+	}
+	return false
 }
 
 // loginAnswer writes a successful login's answer: the authenticator's
@@ -175,16 +185,7 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 	if err := password.Check(in.Password); err != nil {
 		errs["password"] = err.Error()
 	}
-	for k, v := range in.Attributes {
-		switch {
-		case !validAttribute(k):
-			errs["attributes."+k] = "attribute names are letters, digits, '_', '-' and ':', at most 64"
-		case !slices.Contains(s.Config.Signup.Attributes, k):
-			errs["attributes."+k] = "not accepted at signup (signup.attributes: " + strings.Join(s.Config.Signup.Attributes, ", ") + ")"
-		case utf8.RuneCountInString(v) > 2048:
-			errs["attributes."+k] = "must be at most 2048 characters"
-		}
-	}
+	s.checkAttributes(in.Attributes, errs)
 	if s.Auth == nil {
 		s.fail(w, rec, problem("upstream_unavailable", "this deployment fronts no authenticator"))
 		return
@@ -206,17 +207,7 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 		Email: dest.Address, Password: in.Password, Attributes: in.Attributes, Body: body,
 		ClientIP: req.Subject.IP, UserAgent: r.UserAgent(),
 	})
-	switch {
-	case errors.Is(err, authn.ErrRejected):
-		// Refused for what the authenticator says of it (its password
-		// policy): no account was made, nothing counts.
-		s.settle(ctx, req, rec.decision, guard.Void)
-		s.fail(w, rec, invalidRequest(map[string]string{"body": "the authenticator refuses this signup: " + rejection(err)}))
-		return
-	case err != nil:
-		s.Log.ErrorContext(ctx, "sign up", "err", err)
-		s.settle(ctx, req, rec.decision, guard.Void)
-		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
+	if s.signUpFailed(ctx, w, rec, req, err) {
 		return
 	}
 	if _, ok := s.Auth.(Confirmer); ok {
@@ -227,6 +218,40 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.outcome = "pending"
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "pending"})
+}
+
+// checkAttributes puts what is wrong with a signup's attributes in errs:
+// a bad name, one signup does not accept, a value too long.
+func (s *Server) checkAttributes(attributes map[string]string, errs map[string]string) {
+	for k, v := range attributes {
+		switch {
+		case !validAttribute(k):
+			errs["attributes."+k] = "attribute names are letters, digits, '_', '-' and ':', at most 64"
+		case !slices.Contains(s.Config.Signup.Attributes, k):
+			errs["attributes."+k] = "not accepted at signup (signup.attributes: " + strings.Join(s.Config.Signup.Attributes, ", ") + ")"
+		case utf8.RuneCountInString(v) > 2048:
+			errs["attributes."+k] = "must be at most 2048 characters"
+		}
+	}
+}
+
+// signUpFailed answers a signup the authenticator refused or did not
+// answer (err not nil), with nothing counted; false: it succeeded.
+func (s *Server) signUpFailed(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, err error) bool {
+	switch {
+	case errors.Is(err, authn.ErrRejected):
+		// Refused for what the authenticator says of it (its password
+		// policy): no account was made, nothing counts.
+		s.settle(ctx, req, rec.decision, guard.Void)
+		s.fail(w, rec, invalidRequest(map[string]string{"body": "the authenticator refuses this signup: " + rejection(err)}))
+		return true
+	case err != nil:
+		s.Log.ErrorContext(ctx, "sign up", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
+		s.fail(w, rec, problem("upstream_unavailable", "the authenticator did not answer; retry later"))
+		return true
+	}
+	return false
 }
 
 // sendSignupCode sends the code that confirms a local account. A failure

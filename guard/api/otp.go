@@ -53,18 +53,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 	errs := map[string]string{}
 	s.checkPurpose(in.Purpose, errs)
-	var dest guard.Destination
-	switch ch := guard.Channel(in.Channel); ch {
-	case guard.Email, guard.SMS:
-		var err error
-		if dest, err = identity.ParseDestination(ch, in.To, s.policy); err != nil {
-			errs["to"] = reason(err)
-		}
-	case "":
-		errs["channel"] = "required: email or sms"
-	default:
-		errs["channel"] = "must be email or sms"
-	}
+	dest := s.sendDestination(in.Channel, in.To, errs)
 	if !templates.ValidLocale(in.Locale) {
 		errs["locale"] = "must be a BCP 47 language tag such as en or fr-CA"
 	}
@@ -105,28 +94,58 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	msg.Slot = codeSlot(dest, in.Purpose)
 	msg.Receipt = s.Guard.VoidReceipt(rec.decision) // a queued message given up on gives the send back
 	if err := s.Sender.Send(ctx, msg); err != nil {
-		s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
-		if errors.Is(err, guard.ErrUndeliverable) {
-			// The provider refuses the destination itself: the attempt
-			// counts, or trying refused numbers would cost nothing.
-			s.fail(w, rec, invalidRequest(map[string]string{"to": "the message provider refuses this destination"}))
-			return
-		}
-		// The provider failed (an outage, throttling): not the sender's
-		// doing, and a retry after the provider recovers must not find the
-		// budgets (sms-global among them) spent on messages never sent.
-		s.settle(ctx, req, rec.decision, guard.Void)
-		p := problem("delivery_unavailable", "the message provider failed; retry later")
-		var full interface{ RetryIn() time.Duration }
-		if errors.As(err, &full) {
-			p = problem("delivery_unavailable", "too many messages are waiting for the provider; retry later")
-			p.RetryAfter = max(1, int(full.RetryIn()/time.Second))
-		}
-		s.fail(w, rec, p)
+		s.sendFailed(ctx, w, rec, req, dest, err)
 		return
 	}
 	rec.outcome = "sent"
 	s.delivered(ctx, dest)
+	s.sendAnswer(ctx, w, dest)
+}
+
+// sendDestination is where a send goes, by channel; what is wrong with
+// channel or to goes to errs.
+func (s *Server) sendDestination(channel, to string, errs map[string]string) guard.Destination {
+	var dest guard.Destination
+	switch ch := guard.Channel(channel); ch {
+	case guard.Email, guard.SMS:
+		var err error
+		if dest, err = identity.ParseDestination(ch, to, s.policy); err != nil {
+			errs["to"] = reason(err)
+		}
+	case "":
+		errs["channel"] = "required: email or sms"
+	default:
+		errs["channel"] = "must be email or sms"
+	}
+	return dest
+}
+
+// sendFailed answers a send the sender could not make: a destination the
+// provider refuses counts; a provider's failure gives the units back.
+func (s *Server) sendFailed(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, err error) {
+	s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
+	if errors.Is(err, guard.ErrUndeliverable) {
+		// The provider refuses the destination itself: the attempt
+		// counts, or trying refused numbers would cost nothing.
+		s.fail(w, rec, invalidRequest(map[string]string{"to": "the message provider refuses this destination"}))
+		return
+	}
+	// The provider failed (an outage, throttling): not the sender's
+	// doing, and a retry after the provider recovers must not find the
+	// budgets (sms-global among them) spent on messages never sent.
+	s.settle(ctx, req, rec.decision, guard.Void)
+	p := problem("delivery_unavailable", "the message provider failed; retry later")
+	var full interface{ RetryIn() time.Duration }
+	if errors.As(err, &full) {
+		p = problem("delivery_unavailable", "too many messages are waiting for the provider; retry later")
+		p.RetryAfter = max(1, int(full.RetryIn()/time.Second))
+	}
+	s.fail(w, rec, p)
+}
+
+// sendAnswer writes a send's 202: where the code went, its lifetime, the
+// resend pace, and the queue's estimate when it waits in one.
+func (s *Server) sendAnswer(ctx context.Context, w http.ResponseWriter, dest guard.Destination) {
 	out := sendResponse{
 		Status: "pending", Channel: string(dest.Channel), To: mask(dest),
 		ExpiresIn: int(s.Codes.TTL() / time.Second), ResendIn: s.resend,
@@ -173,7 +192,24 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, storeUnavailable())
 		return
 	}
-	switch check {
+	s.settleVerify(ctx, req, rec, v)
+	if check != otp.Approved {
+		rec.outcome = "invalid_code:" + check.String()
+		s.fail(w, rec, problem("invalid_code", "the code is wrong, expired or already used"))
+		return
+	}
+	if c, ok := s.Auth.(Confirmer); ok && in.Purpose == "signup" {
+		if err := c.Confirm(context.WithoutCancel(ctx), dest.Address); err != nil {
+			s.Log.ErrorContext(ctx, "confirm the account", "err", err)
+		}
+	}
+	s.approve(ctx, w, r, rec, dest, in.Purpose, in.DeviceToken, now)
+}
+
+// settleVerify settles a verify by its code's check: an approved code's
+// send too, a guess at no code as a stray.
+func (s *Server) settleVerify(ctx context.Context, req guard.Request, rec *record, v otp.Verdict) {
+	switch v.Check {
 	case otp.Approved:
 		s.settle(ctx, req, rec.decision, guard.Success)
 		// the send that issued the code was real: its failure goes back
@@ -187,25 +223,20 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.settle(ctx, req, rec.decision, guard.Failure)
 	}
-	if check != otp.Approved {
-		rec.outcome = "invalid_code:" + check.String()
-		s.fail(w, rec, problem("invalid_code", "the code is wrong, expired or already used"))
-		return
-	}
-	if c, ok := s.Auth.(Confirmer); ok && in.Purpose == "signup" {
-		if err := c.Confirm(context.WithoutCancel(ctx), dest.Address); err != nil {
-			s.Log.ErrorContext(ctx, "confirm the account", "err", err)
-		}
-	}
-	tok, err := s.Tokens.Sign(now, dest.Address, in.Purpose, string(dest.Channel), token.OTP)
+}
+
+// approve answers an approved code: the signed token and, for the
+// purposes that trust devices, the device token.
+func (s *Server) approve(ctx context.Context, w http.ResponseWriter, r *http.Request, rec *record, dest guard.Destination, purpose, deviceToken string, now time.Time) {
+	tok, err := s.Tokens.Sign(now, dest.Address, purpose, string(dest.Channel), token.OTP)
 	if err != nil {
 		s.Log.ErrorContext(ctx, "sign token", "err", err)
 		s.fail(w, rec, problem("internal_error", "the token could not be signed"))
 		return
 	}
 	out := verifyResponse{Status: "approved", Token: tok}
-	if devicePurpose(in.Purpose) {
-		out.DeviceToken = s.deviceToken(ctx, w, dest.Address, presentedDevice(r, in.DeviceToken), now)
+	if devicePurpose(purpose) {
+		out.DeviceToken = s.deviceToken(ctx, w, dest.Address, presentedDevice(r, deviceToken), now)
 	}
 	rec.outcome = "approved"
 	writeJSON(w, http.StatusOK, out)

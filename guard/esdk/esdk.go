@@ -156,27 +156,9 @@ type header struct {
 func readHeader(r *reader) (*header, error) {
 	h := &header{}
 	var err error
-	if h.version, err = r.byte(); err != nil {
+	if err = h.readSuite(r); err != nil {
 		return nil, err
 	}
-	switch h.version {
-	case 1:
-		if t, err := r.byte(); err != nil || t != 0x80 {
-			return nil, fmt.Errorf("%w: message type", ErrMessage)
-		}
-	case 2:
-	default:
-		return nil, fmt.Errorf("%w: version %d", ErrMessage, h.version)
-	}
-	id, err := r.u16()
-	if err != nil {
-		return nil, err
-	}
-	s, ok := suites[id]
-	if !ok || s.commit != (h.version == 2) {
-		return nil, fmt.Errorf("%w: algorithm suite %#04x", ErrMessage, id)
-	}
-	h.suite = s
 	idLen := 16
 	if h.version == 2 {
 		idLen = 32
@@ -187,62 +169,11 @@ func readHeader(r *reader) (*header, error) {
 	if h.context, err = readContext(r); err != nil {
 		return nil, err
 	}
-	n, err := r.u16()
-	if err != nil {
+	if h.keys, err = readDataKeys(r); err != nil {
 		return nil, err
 	}
-	if n == 0 {
-		return nil, fmt.Errorf("%w: no encrypted data key", ErrMessage)
-	}
-	for range n {
-		var k dataKey
-		var b []byte
-		if b, err = r.chunk(); err != nil {
-			return nil, err
-		}
-		k.provider = string(b)
-		if b, err = r.chunk(); err != nil {
-			return nil, err
-		}
-		k.info = string(b)
-		if k.blob, err = r.chunk(); err != nil {
-			return nil, err
-		}
-		h.keys = append(h.keys, k)
-	}
-	ct, err := r.byte()
-	if err != nil {
+	if err = h.readContent(r); err != nil {
 		return nil, err
-	}
-	switch ct {
-	case 1:
-	case 2:
-		h.framed = true
-	default:
-		return nil, fmt.Errorf("%w: content type %d", ErrMessage, ct)
-	}
-	h.ivLen = 12
-	if h.version == 1 {
-		reserved, err := r.bytes(4)
-		if err != nil {
-			return nil, err
-		}
-		if !bytes.Equal(reserved, []byte{0, 0, 0, 0}) {
-			return nil, fmt.Errorf("%w: reserved bytes", ErrMessage)
-		}
-		ivLen, err := r.byte()
-		if err != nil {
-			return nil, err
-		}
-		if ivLen != 12 {
-			return nil, fmt.Errorf("%w: IV length %d", ErrMessage, ivLen)
-		}
-	}
-	if h.frameLen, err = r.u32(); err != nil {
-		return nil, err
-	}
-	if h.framed == (h.frameLen == 0) {
-		return nil, fmt.Errorf("%w: frame length %d", ErrMessage, h.frameLen)
 	}
 	if h.version == 2 {
 		if h.commitment, err = r.bytes(32); err != nil {
@@ -261,6 +192,105 @@ func readHeader(r *reader) (*header, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// readSuite reads the header's version (and version 1's message type)
+// and its algorithm suite, which must be one of suites that commits to
+// its key if and only if the version is 2.
+func (h *header) readSuite(r *reader) error {
+	var err error
+	if h.version, err = r.byte(); err != nil {
+		return err
+	}
+	switch h.version {
+	case 1:
+		if t, err := r.byte(); err != nil || t != 0x80 {
+			return fmt.Errorf("%w: message type", ErrMessage)
+		}
+	case 2:
+	default:
+		return fmt.Errorf("%w: version %d", ErrMessage, h.version)
+	}
+	id, err := r.u16()
+	if err != nil {
+		return err
+	}
+	s, ok := suites[id]
+	if !ok || s.commit != (h.version == 2) {
+		return fmt.Errorf("%w: algorithm suite %#04x", ErrMessage, id)
+	}
+	h.suite = s
+	return nil
+}
+
+// readDataKeys reads the encrypted data keys: at least one.
+func readDataKeys(r *reader) ([]dataKey, error) {
+	n, err := r.u16()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: no encrypted data key", ErrMessage)
+	}
+	var keys []dataKey
+	for range n {
+		var k dataKey
+		var b []byte
+		if b, err = r.chunk(); err != nil {
+			return nil, err
+		}
+		k.provider = string(b)
+		if b, err = r.chunk(); err != nil {
+			return nil, err
+		}
+		k.info = string(b)
+		if k.blob, err = r.chunk(); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// readContent reads how the content is laid out: framed or not, version
+// 1's reserved bytes and IV length, and the frame length (zero if and
+// only if not framed).
+func (h *header) readContent(r *reader) error {
+	ct, err := r.byte()
+	if err != nil {
+		return err
+	}
+	switch ct {
+	case 1:
+	case 2:
+		h.framed = true
+	default:
+		return fmt.Errorf("%w: content type %d", ErrMessage, ct)
+	}
+	h.ivLen = 12
+	if h.version == 1 {
+		reserved, err := r.bytes(4)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(reserved, []byte{0, 0, 0, 0}) {
+			return fmt.Errorf("%w: reserved bytes", ErrMessage)
+		}
+		ivLen, err := r.byte()
+		if err != nil {
+			return err
+		}
+		if ivLen != 12 {
+			return fmt.Errorf("%w: IV length %d", ErrMessage, ivLen)
+		}
+	}
+	if h.frameLen, err = r.u32(); err != nil {
+		return err
+	}
+	if h.framed == (h.frameLen == 0) {
+		return fmt.Errorf("%w: frame length %d", ErrMessage, h.frameLen)
+	}
+	return nil
 }
 
 func readContext(r *reader) (map[string]string, error) {

@@ -108,6 +108,13 @@ func ParseEmail(s string) (guard.Destination, error) {
 		return guard.Destination{}, invalid("email is longer than %d characters", maxEmail)
 	}
 
+	return guard.Destination{Channel: guard.Email, Address: addr, Key: emailKey(local, domain)}, nil
+}
+
+// emailKey is the key an address counts under: the local part lowercased
+// and without its +tag, and for Gmail without its dots (both of Gmail's
+// domains are one).
+func emailKey(local, domain string) string {
 	key := strings.ToLower(local)
 	if i := strings.IndexByte(key, '+'); i > 0 {
 		key = key[:i] // a local part that is all tag ("+x") stays as it is
@@ -118,7 +125,7 @@ func ParseEmail(s string) (guard.Destination, error) {
 		}
 		domain = "gmail.com"
 	}
-	return guard.Destination{Channel: guard.Email, Address: addr, Key: key + "@" + domain}, nil
+	return key + "@" + domain
 }
 
 // PhonePolicy says which phone numbers are accepted (otp.sms).

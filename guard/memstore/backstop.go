@@ -122,37 +122,44 @@ func (p *op) mirror(r guard.OpResult, now int64) {
 			st.ca, st.cf = max(p.Spec.Min, 1)+st.pending, max(p.Spec.Min, 1)+st.pending
 		}
 	case guard.SlidingLog, guard.Concurrency, guard.Distinct:
-		score := now
-		if p.Spec.Algorithm == guard.Concurrency {
-			score = now + p.window
-		}
-		from := now - p.window
-		if p.Spec.Algorithm == guard.Concurrency {
-			from = now
-		}
-		p.prune(from)
-		// an admitted take's entries (a value seen again takes nothing,
-		// and is refreshed: its window starts again, as in the store)
-		if p.Kind == guard.Take && r.Allowed && p.Member != "" {
-			if p.Spec.Algorithm == guard.Distinct {
-				p.zadd(score, p.Member)
-			} else {
-				for j := int64(1); j <= r.Taken; j++ {
-					p.zadd(score, p.Member+":"+strconv.FormatInt(j, 10))
-				}
+		p.mirrorLog(r, now, used)
+	}
+}
+
+// mirrorLog mirrors a log of members (sliding log, concurrency, distinct):
+// this take's members added, and as many entries as the store counts.
+func (p *op) mirrorLog(r guard.OpResult, now, used int64) {
+	st := p.st
+	score := now
+	if p.Spec.Algorithm == guard.Concurrency {
+		score = now + p.window
+	}
+	from := now - p.window
+	if p.Spec.Algorithm == guard.Concurrency {
+		from = now
+	}
+	p.prune(from)
+	// an admitted take's entries (a value seen again takes nothing, and
+	// is refreshed: its window starts again, as in the store)
+	if p.Kind == guard.Take && r.Allowed && p.Member != "" {
+		if p.Spec.Algorithm == guard.Distinct {
+			p.zadd(score, p.Member)
+		} else {
+			for j := int64(1); j <= r.Taken; j++ {
+				p.zadd(score, p.Member+":"+strconv.FormatInt(j, 10))
 			}
 		}
-		// as many entries as the store counts: the oldest go first, and
-		// placeholders stand for those this process never saw
-		for int64(len(st.z)) > used {
-			st.z = st.z[1:]
-		}
-		// (each under a name none of the entries holds: a placeholder
-		// kept from an earlier mirror is not replaced by its namesake)
-		for i := int64(0); int64(len(st.z)) < used; i++ {
-			if m := "~" + strconv.FormatInt(i, 10); p.find(m) < 0 {
-				p.zadd(score, m)
-			}
+	}
+	// as many entries as the store counts: the oldest go first, and
+	// placeholders stand for those this process never saw
+	for int64(len(st.z)) > used {
+		st.z = st.z[1:]
+	}
+	// (each under a name none of the entries holds: a placeholder
+	// kept from an earlier mirror is not replaced by its namesake)
+	for i := int64(0); int64(len(st.z)) < used; i++ {
+		if m := "~" + strconv.FormatInt(i, 10); p.find(m) < 0 {
+			p.zadd(score, m)
 		}
 	}
 }

@@ -165,6 +165,19 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 	now := s.clock().UnixMicro()
 	all := s.ops(ops, now)
 
+	allowed := check(all, now)
+	for _, p := range all {
+		p.write(now, allowed)
+		p.st.expires = max(p.st.expires, p.stateEnd(now))
+	}
+	s.trim(now)
+	return results(all, now), nil
+}
+
+// check judges the batch's device checks, takes and peeks in order
+// (under the store's lock): each op's answer goes to its res; the result
+// is whether no enforcing rule denied.
+func check(all []*op, now int64) (allowed bool) {
 	allowed, trusted := true, false
 	for _, p := range all {
 		if p.Kind == guard.DeviceCheck {
@@ -194,90 +207,116 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 			}
 		}
 	}
+	return allowed
+}
 
-	for _, p := range all {
-		switch p.Kind {
-		case guard.Take:
-			if p.res[0] != 1 && p.res[0] != 4 {
-				break
-			}
-			if !allowed || (p.res[0] == 4 && !p.Spec.Failures) {
-				p.untake()
-				break
-			}
-			n := p.cost
-			if p.Spec.Algorithm == guard.Distinct {
-				n = 0
-				if !p.seen {
-					n = 1
-				}
-			} else if p.Extra > 0 {
-				more := min(p.Extra, p.res[1]/4)
-				n += more
-				p.res[1] -= more
-			}
-			p.commit(now, n)
-			p.res[5] = n
-		case guard.Peek:
-			if p.res[0] == 1 || p.res[0] == 4 {
-				p.untake()
-			}
-		case guard.Commit:
-			// a challenged take whose proof was given: taken whatever the
-			// state (the lockout and the limit judged it already)
-			ok, rem, reset, _ := p.alg(now, p.cost)
-			n := p.cost
-			if p.Spec.Algorithm == guard.Distinct {
-				n = 0
-				if !p.seen {
-					n = 1
-				}
-			}
-			p.commit(now, n)
-			if !ok {
-				rem = 0
-			}
-			p.res = [6]int64{1, rem, reset, 0, 0, n}
-		case guard.Strike:
-			switch l := p.lockUntil(now); {
-			case l > 0:
-				p.res = [6]int64{0, 0, l - now, l - now, 1, 0}
-			case p.Spec.Lockout != nil && (p.again(now) || !p.allows(now)):
-				// At the limit, or the first failure since a lockout
-				// within reset: locked for the next duration.
-				d := p.strike(now)
-				p.clear()
-				p.res = [6]int64{0, 0, d, d, 1, 0}
-			default:
-				p.res = [6]int64{1}
-			}
-		case guard.Refund:
-			p.refund(now, true)
-			p.res = [6]int64{1}
-		case guard.Cancel, guard.Release:
-			p.refund(now, false)
-			p.res = [6]int64{1}
-		case guard.Revoke:
-			p.st.rv = now
-			p.res = [6]int64{1}
-		case guard.Unblock:
-			p.clear()
-			p.st.l, p.st.s, p.st.x = 0, 0, 0
-			p.res = [6]int64{1, p.limit}
-		case guard.Reserve:
-			_, rem, reset, _ := p.tbCheck(now, p.cost)
-			wait := max(0, p.allowAt-now)
-			if wait <= p.MaxWait.Microseconds() {
-				p.tbCommit(now, p.cost)
-				p.res = [6]int64{1, max(0, rem), max(0, reset), wait, 0, p.cost}
-			} else {
-				p.res = [6]int64{0, 0, reset, wait, 0, 0}
-			}
+// write makes the op's change to its state once the batch is judged
+// (allowed: no enforcing rule denied), and sets its answer.
+func (p *op) write(now int64, allowed bool) {
+	switch p.Kind {
+	case guard.Take:
+		p.writeTake(now, allowed)
+	case guard.Peek:
+		if p.res[0] == 1 || p.res[0] == 4 {
+			p.untake()
 		}
-		p.st.expires = max(p.st.expires, p.stateEnd(now))
+	case guard.Commit:
+		p.writeCommit(now)
+	case guard.Strike:
+		p.writeStrike(now)
+	case guard.Refund:
+		p.refund(now, true)
+		p.res = [6]int64{1}
+	case guard.Cancel, guard.Release:
+		p.refund(now, false)
+		p.res = [6]int64{1}
+	case guard.Revoke:
+		p.st.rv = now
+		p.res = [6]int64{1}
+	case guard.Unblock:
+		p.clear()
+		p.st.l, p.st.s, p.st.x = 0, 0, 0
+		p.res = [6]int64{1, p.limit}
+	case guard.Reserve:
+		p.writeReserve(now)
 	}
-	s.trim(now)
+}
 
+// writeTake counts a take that was allowed or challenged, if the batch
+// was allowed (a challenged take only on a failure-counting rule): its
+// cost, one for a new distinct member, plus the extra it may have.
+func (p *op) writeTake(now int64, allowed bool) {
+	if p.res[0] != 1 && p.res[0] != 4 {
+		return
+	}
+	if !allowed || (p.res[0] == 4 && !p.Spec.Failures) {
+		p.untake()
+		return
+	}
+	n := p.cost
+	if p.Spec.Algorithm == guard.Distinct {
+		n = 0
+		if !p.seen {
+			n = 1
+		}
+	} else if p.Extra > 0 {
+		more := min(p.Extra, p.res[1]/4)
+		n += more
+		p.res[1] -= more
+	}
+	p.commit(now, n)
+	p.res[5] = n
+}
+
+// writeCommit takes a challenged take whose proof was given: taken
+// whatever the state (the lockout and the limit judged it already).
+func (p *op) writeCommit(now int64) {
+	ok, rem, reset, _ := p.alg(now, p.cost)
+	n := p.cost
+	if p.Spec.Algorithm == guard.Distinct {
+		n = 0
+		if !p.seen {
+			n = 1
+		}
+	}
+	p.commit(now, n)
+	if !ok {
+		rem = 0
+	}
+	p.res = [6]int64{1, rem, reset, 0, 0, n}
+}
+
+// writeStrike counts a failure: still locked, newly locked, or neither.
+func (p *op) writeStrike(now int64) {
+	switch l := p.lockUntil(now); {
+	case l > 0:
+		p.res = [6]int64{0, 0, l - now, l - now, 1, 0}
+	case p.Spec.Lockout != nil && (p.again(now) || !p.allows(now)):
+		// At the limit, or the first failure since a lockout
+		// within reset: locked for the next duration.
+		d := p.strike(now)
+		p.clear()
+		p.res = [6]int64{0, 0, d, d, 1, 0}
+	default:
+		p.res = [6]int64{1}
+	}
+}
+
+// writeReserve books a token bucket's next slot when its wait is within
+// the op's MaxWait.
+func (p *op) writeReserve(now int64) {
+	_, rem, reset, _ := p.tbCheck(now, p.cost)
+	wait := max(0, p.allowAt-now)
+	if wait <= p.MaxWait.Microseconds() {
+		p.tbCommit(now, p.cost)
+		p.res = [6]int64{1, max(0, rem), max(0, reset), wait, 0, p.cost}
+	} else {
+		p.res = [6]int64{0, 0, reset, wait, 0, 0}
+	}
+}
+
+// results turns the ops' answers into the store's.
+func results(all []*op, now int64) []guard.OpResult {
 	out := make([]guard.OpResult, len(all))
 	t := time.UnixMicro(now)
 	for i, p := range all {
@@ -287,7 +326,7 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 			Locked: r[4] == 1, Taken: r[5], Now: t,
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Len reports how many states the store holds.

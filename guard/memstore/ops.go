@@ -196,17 +196,7 @@ func (p *op) refund(now int64, success bool) {
 	st := p.st
 	switch p.Spec.Algorithm {
 	case guard.FixedWindow:
-		at := p.At.UnixMicro()
-		if p.At.IsZero() {
-			at = 0
-		}
-		if st.e <= now || (at > 0 && at < st.e-p.window-guard.FixedWindowSlack.Microseconds()) {
-			return
-		}
-		st.c = max(0, st.c-p.cost)
-		if st.c == 0 {
-			st.e = 0 // back to zero, the window ends: the next hit starts one
-		}
+		p.refundFixed(now)
 	case guard.TokenBucket:
 		tat := max(st.tat, now)
 		st.tat = tat - p.period()*p.cost
@@ -251,6 +241,23 @@ func (p *op) refund(now int64, success bool) {
 		}
 	case guard.Distinct:
 		p.zrem(p.Member)
+	}
+}
+
+// refundFixed gives a fixed window's units back, unless the window they
+// were taken in (at p.At, with the slack) has ended.
+func (p *op) refundFixed(now int64) {
+	st := p.st
+	at := p.At.UnixMicro()
+	if p.At.IsZero() {
+		at = 0
+	}
+	if st.e <= now || (at > 0 && at < st.e-p.window-guard.FixedWindowSlack.Microseconds()) {
+		return
+	}
+	st.c = max(0, st.c-p.cost)
+	if st.c == 0 {
+		st.e = 0 // back to zero, the window ends: the next hit starts one
 	}
 }
 

@@ -82,13 +82,8 @@ func (a *AWS) Stats(ctx context.Context) ([]RuleStats, error) {
 		return nil, err
 	}
 	now := a.Now().UTC().Truncate(time.Minute).Add(time.Minute)
-	type key struct {
-		rule    int
-		outcome string
-		day     bool
-	}
 	var queries []cwtypes.MetricDataQuery
-	keys := map[string]key{}
+	keys := map[string]statKey{}
 	for i, r := range cfg.Rules {
 		for o := range outcomes {
 			for _, day := range []bool{false, true} {
@@ -97,7 +92,7 @@ func (a *AWS) Stats(ctx context.Context) ([]RuleStats, error) {
 				if day {
 					period = 3600
 				}
-				keys[id] = key{i, o, day}
+				keys[id] = statKey{i, o, day}
 				queries = append(queries, cwtypes.MetricDataQuery{Id: aws.String(id), MetricStat: &cwtypes.MetricStat{
 					Metric: &cwtypes.Metric{Namespace: aws.String(emf.Namespace), MetricName: aws.String("Decisions"), Dimensions: []cwtypes.Dimension{
 						{Name: aws.String("Stack"), Value: aws.String(a.Stack)}, {Name: aws.String("Action"), Value: aws.String(r.Action)},
@@ -110,6 +105,23 @@ func (a *AWS) Stats(ctx context.Context) ([]RuleStats, error) {
 	for i, r := range cfg.Rules {
 		out[i] = RuleStats{Rule: r.Name, Action: r.Action, Mode: string(r.Mode), Limit: int(r.Limit), Window: r.Window.String(), Minutes: make([]Counts, 60)}
 	}
+	if err := a.fetchStats(ctx, now, queries, keys, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// statKey is what a metric query of Stats counts: a rule's decisions of
+// one outcome, by minute over the last hour or by hour over the day.
+type statKey struct {
+	rule    int
+	outcome string
+	day     bool
+}
+
+// fetchStats runs the queries, at most 500 a call and the hour's apart
+// from the day's, and adds their values to out.
+func (a *AWS) fetchStats(ctx context.Context, now time.Time, queries []cwtypes.MetricDataQuery, keys map[string]statKey, out []RuleStats) error {
 	for len(queries) > 0 {
 		batch := queries[:min(len(queries), 500)]
 		queries = queries[len(batch):]
@@ -128,26 +140,31 @@ func (a *AWS) Stats(ctx context.Context) ([]RuleStats, error) {
 			for p.HasMorePages() {
 				page, err := p.NextPage(ctx)
 				if err != nil {
-					return nil, fmt.Errorf("cloudwatch:GetMetricData: %w", err)
+					return fmt.Errorf("cloudwatch:GetMetricData: %w", err)
 				}
 				for _, res := range page.MetricDataResults {
-					k := keys[aws.ToString(res.Id)]
-					for j, t := range res.Timestamps {
-						v := int(res.Values[j])
-						if k.day {
-							count(&out[k.rule].Day, k.outcome, v)
-							continue
-						}
-						if m := 59 - int(now.Sub(t)/time.Minute) + 1; m >= 0 && m < 60 {
-							count(&out[k.rule].Minutes[m], k.outcome, v)
-							count(&out[k.rule].Hour, k.outcome, v)
-						}
-					}
+					addResult(out, keys[aws.ToString(res.Id)], now, res)
 				}
 			}
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// addResult adds one query's values to out: to the day's counts, or to
+// the minute's and the hour's.
+func addResult(out []RuleStats, k statKey, now time.Time, res cwtypes.MetricDataResult) {
+	for j, t := range res.Timestamps {
+		v := int(res.Values[j])
+		if k.day {
+			count(&out[k.rule].Day, k.outcome, v)
+			continue
+		}
+		if m := 59 - int(now.Sub(t)/time.Minute) + 1; m >= 0 && m < 60 {
+			count(&out[k.rule].Minutes[m], k.outcome, v)
+			count(&out[k.rule].Hour, k.outcome, v)
+		}
+	}
 }
 
 func count(c *Counts, outcome string, v int) {

@@ -216,27 +216,8 @@ func writeAtomic(path, doc string) error {
 // Routes are the local server's console routes, under /v1/console/.
 func Routes(tokens Tokens, file *ConfigFile, stats *Stats, rules func() []guard.Rule) http.Handler {
 	mux := http.NewServeMux()
-	read := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if !tokens.Of(r).Read {
-				writeProblem(w, "unauthorized", "a bearer token (ADMIN_TOKEN or VIEWER_TOKEN) is required")
-				return
-			}
-			h(w, r)
-		}
-	}
-	write := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			switch a := tokens.Of(r); {
-			case !a.Read:
-				writeProblem(w, "unauthorized", "a bearer token (ADMIN_TOKEN) is required")
-			case !a.Write:
-				writeProblem(w, "forbidden", "VIEWER_TOKEN may read only")
-			default:
-				h(w, r)
-			}
-		}
-	}
+	read := func(h http.HandlerFunc) http.HandlerFunc { return forReaders(tokens, h) }
+	write := func(h http.HandlerFunc) http.HandlerFunc { return forWriters(tokens, h) }
 	mux.HandleFunc("GET /v1/console/whoami", read(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, tokens.Of(r))
 	}))
@@ -283,6 +264,33 @@ func Routes(tokens Tokens, file *ConfigFile, stats *Stats, rules func() []guard.
 		writeJSON(w, http.StatusOK, stats.Snapshot(rules(), time.Now()))
 	}))
 	return mux
+}
+
+// forReaders lets through to h the requests with a token that may read
+// (ADMIN_TOKEN or VIEWER_TOKEN).
+func forReaders(tokens Tokens, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !tokens.Of(r).Read {
+			writeProblem(w, "unauthorized", "a bearer token (ADMIN_TOKEN or VIEWER_TOKEN) is required")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// forWriters lets through to h the requests with a token that may write
+// (ADMIN_TOKEN).
+func forWriters(tokens Tokens, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		switch a := tokens.Of(r); {
+		case !a.Read:
+			writeProblem(w, "unauthorized", "a bearer token (ADMIN_TOKEN) is required")
+		case !a.Write:
+			writeProblem(w, "forbidden", "VIEWER_TOKEN may read only")
+		default:
+			h(w, r)
+		}
+	}
 }
 
 // Problems splits a config error into one line per bad field.

@@ -186,15 +186,48 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 	rt := &runtime{fn: fn, env: env, log: log, metrics: emf.New(stdout, nil, env.Stack)}
 	rt.cfgSched.every, rt.keySched.every = env.Refresh, env.KeyRefresh
 
+	hash, redisURL, keys, keyIDs, err := rt.readSecrets(ctx, sm)
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := redisstore.NewClient(redisURL)
+	if err != nil {
+		return nil, failed("the environment", fmt.Errorf("REDIS_URL: %w", err))
+	}
+	rt.shared = newSharedConfig(rdb, env.ConfigParam, ssm, env.Refresh, log)
+	cfg, doc, err := rt.config(ctx)
+	if err != nil {
+		rdb.Close()
+		return nil, failed("the config parameter", err)
+	}
+	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
+
+	s := app.Settings{Redis: rdb, Secret: hash, Log: log, Observer: rt.metrics}
+	if bus := getenv("EVENT_BUS_NAME"); bus != "" {
+		s.Events = eventbus.New(awsCfg, bus, env.Stack)
+	}
+	if err := rt.addParts(ctx, p, getenv, awsCfg, sm, rdb, &s); err != nil {
+		return nil, err
+	}
+	if rt.app, err = app.New(ctx, s, cfg, keys); err != nil {
+		return nil, err
+	}
+	rt.cfgSched.done(true)
+	rt.keySched.done(true)
+	rt.configEvent(ctx, doc, cfg, nil)
+	return rt, nil
+}
+
+// readSecrets reads the secrets the function needs: the key-hashing
+// secret, the signing key, the Redis password (into the Redis URL).
+func (rt *runtime) readSecrets(ctx context.Context, sm *secrets) (hash []byte, redisURL string, keys app.Keys, keyIDs string, err error) {
+	fn, env, log := rt.fn, rt.env, rt.log
 	// The secrets are independent: read side by side, init waits for the
 	// slowest rather than for their sum.
+	hash, redisURL = make([]byte, 32), env.RedisURL
 	var (
-		hash     = make([]byte, 32)
-		redisURL = env.RedisURL
-		keys     app.Keys
-		keyIDs   string
-		errs     [3]error
-		wg       sync.WaitGroup
+		errs [3]error
+		wg   sync.WaitGroup
 	)
 	if fn.Hashes {
 		wg.Go(func() {
@@ -229,32 +262,25 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
-		return nil, firstInit(errs[:], err)
+		return hash, redisURL, keys, keyIDs, firstInit(errs[:], err)
 	}
-	rdb, err := redisstore.NewClient(redisURL)
-	if err != nil {
-		return nil, failed("the environment", fmt.Errorf("REDIS_URL: %w", err))
-	}
-	rt.shared = newSharedConfig(rdb, env.ConfigParam, ssm, env.Refresh, log)
-	cfg, doc, err := rt.config(ctx)
-	if err != nil {
-		rdb.Close()
-		return nil, failed("the config parameter", err)
-	}
-	rt.doc, rt.keyIDs, rt.keysNow = doc, keyIDs, keys
+	return hash, redisURL, keys, keyIDs, nil
+}
 
-	s := app.Settings{Redis: rdb, Secret: hash, Log: log, Observer: rt.metrics}
-	if bus := getenv("EVENT_BUS_NAME"); bus != "" {
-		s.Events = eventbus.New(awsCfg, bus, env.Stack)
-	}
+// addParts completes the app's settings with the parts this function
+// uses: the CAPTCHA secret, the senders, the authenticator, the
+// triggers' handler, the internal API's caller.
+func (rt *runtime) addParts(ctx context.Context, p Parts, getenv func(string) string, awsCfg aws.Config, sm *secrets, rdb redis.UniversalClient, s *app.Settings) error {
+	fn, log := rt.fn, rt.log
+	var err error
 	if id := getenv("CAPTCHA_SECRET_ID"); fn.Captcha && id != "" {
 		if s.CaptchaSecret, err = sm.get(ctx, id, ""); err != nil {
-			return nil, failed("the CAPTCHA secret", err)
+			return failed("the CAPTCHA secret", err)
 		}
 	}
 	if fn.Senders != 0 {
 		if p.Senders == nil {
-			return nil, fmt.Errorf("function %s delivers codes but was built without senders", fn.Name)
+			return fmt.Errorf("function %s delivers codes but was built without senders", fn.Name)
 		}
 		senv := getenv
 		if fn.Queue { // the consumer sends: it never queues again
@@ -266,27 +292,27 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 			}
 		}
 		if s.Senders, err = p.Senders(senv, awsCfg); err != nil {
-			return nil, failed("the senders' settings", err)
+			return failed("the senders' settings", err)
 		}
 	}
 	if fn.Auth {
 		if p.Auth == nil {
-			return nil, fmt.Errorf("function %s fronts the authenticator but was built without one", fn.Name)
+			return fmt.Errorf("function %s fronts the authenticator but was built without one", fn.Name)
 		}
 		var clientSecret func() (string, error)
 		if id := getenv("COGNITO_CLIENT_SECRET_ID"); id != "" {
 			clientSecret = func() (string, error) { return sm.get(ctx, id, "") }
 		}
 		if s.Auth, _, err = p.Auth(getenv, false, clientSecret); err != nil {
-			return nil, failed("the authenticator's settings", err)
+			return failed("the authenticator's settings", err)
 		}
 	}
 	if fn.Trigger || fn.Queue {
 		if p.Trigger == nil {
-			return nil, fmt.Errorf("function %s answers events but was built without their handler", fn.Name)
+			return fmt.Errorf("function %s answers events but was built without their handler", fn.Name)
 		}
 		if rt.trigger, err = p.Trigger(getenv, awsCfg, rdb, func() *api.Server { return rt.app.Server() }, log); err != nil {
-			return nil, failed("the triggers' settings", err)
+			return failed("the triggers' settings", err)
 		}
 	}
 	if fn.Internal {
@@ -295,13 +321,7 @@ func Init(ctx context.Context, fn Function, p Parts, getenv func(string) string,
 		s.Admin = func(r *http.Request) bool { return apigw.IAMCaller(r.Context()) != "" }
 		s.Caller = func(r *http.Request) string { return apigw.IAMCaller(r.Context()) }
 	}
-	if rt.app, err = app.New(ctx, s, cfg, keys); err != nil {
-		return nil, err
-	}
-	rt.cfgSched.done(true)
-	rt.keySched.done(true)
-	rt.configEvent(ctx, doc, cfg, nil)
-	return rt, nil
+	return nil
 }
 
 // firstInit is the first dependency's error of init's parallel reads (the

@@ -1,8 +1,10 @@
 package oracle
 
 import (
+	"fmt"
 	"math/big"
 	"strconv"
+	"time"
 
 	"github.com/otpguard/otpguard/guard"
 )
@@ -118,3 +120,85 @@ func (r rule) nextLockout(t int64) (n, d int64) {
 func (r rule) locked(t int64) bool { return r.spec.Lockout != nil && r.st.lockedUntil > t }
 
 // --- the batch
+
+// rules finds each op's rule state, made afresh for a tag and rule not
+// seen before; ops of a kind the oracle does not model are an error.
+func (s *Store) rules(ops []guard.Op) ([]rule, error) {
+	rules := make([]rule, len(ops))
+	for i := range ops {
+		op := &ops[i]
+		if op.Spec.Challenge || op.Extra > 0 || op.Cond != guard.Always ||
+			op.Kind == guard.Reserve || op.Kind == guard.DeviceCheck || op.Kind == guard.Revoke {
+			return nil, fmt.Errorf("oracle: %s ops of this kind are not modelled", op.Kind)
+		}
+		key := op.Tag + "\x00" + op.Spec.ID
+		if s.states[key] == nil {
+			s.states[key] = newState()
+		}
+		rules[i] = rule{spec: op.Spec, st: s.states[key], win: us(op.Spec.Window)}
+	}
+	return rules, nil
+}
+
+// check answers a take or peek at now without writing: locked, allowed
+// with the room left (ok: it may take), or denied with how long to wait.
+func (r rule) check(now int64, t time.Time, op *guard.Op) (res guard.OpResult, ok bool) {
+	if r.locked(now) {
+		w := time.Duration(r.st.lockedUntil-now) * time.Microsecond
+		res = guard.OpResult{Locked: true, RetryAfter: w, Now: t}
+	} else if need := r.need(now, op); r.room(now) >= need {
+		ok = true
+		res = guard.OpResult{Allowed: true, Remaining: r.room(now), Now: t}
+	} else {
+		wait := r.wait(now, op.Cost)
+		if r.spec.Lockout != nil {
+			// at its limit, a rule with a lockout is about to lock
+			// (the failures in flight strike it): the lockout's wait
+			_, d := r.nextLockout(now)
+			wait = min(wait, d)
+		}
+		res = guard.OpResult{Remaining: r.room(now), RetryAfter: time.Duration(wait) * time.Microsecond, Now: t}
+	}
+	return res, ok
+}
+
+// write makes op's change to the rule's state once the batch is checked:
+// a take that may (take: it was ok and the batch allowed) counts, a
+// strike may lock, refunds, cancels, releases and unblocks give back.
+func (r rule) write(now int64, t time.Time, op *guard.Op, res *guard.OpResult, take bool) {
+	switch op.Kind {
+	case guard.Take:
+		if take {
+			n := r.need(now, op)
+			r.commit(now, op, n)
+			res.Remaining -= n
+			res.Taken = n
+		}
+	case guard.Strike:
+		switch {
+		case r.locked(now):
+			w := time.Duration(r.st.lockedUntil-now) * time.Microsecond
+			*res = guard.OpResult{Locked: true, RetryAfter: w, ResetAfter: w, Now: t}
+		case r.spec.Lockout != nil && ((r.st.strike > 0 && r.st.strikesUntil > now) || r.room(now) < r.need(now, &guard.Op{Cost: 1, Member: op.Member})):
+			// the first failure within reset of a lockout, or one at
+			// the limit: locked for the next duration, counted afresh
+			n, d := r.nextLockout(now)
+			r.st.lockedUntil, r.st.strike, r.st.strikesUntil = now+d, n, now+us(r.spec.Lockout.Reset)
+			r.st.clear()
+			w := time.Duration(d) * time.Microsecond
+			*res = guard.OpResult{Locked: true, RetryAfter: w, ResetAfter: w, Now: t}
+		default:
+			*res = guard.OpResult{Allowed: true, Now: t}
+		}
+	case guard.Refund:
+		r.giveBack(now, op, true)
+		*res = guard.OpResult{Allowed: true, Now: t}
+	case guard.Cancel, guard.Release:
+		r.giveBack(now, op, false)
+		*res = guard.OpResult{Allowed: true, Now: t}
+	case guard.Unblock:
+		r.st.clear()
+		r.st.lockedUntil, r.st.strike, r.st.strikesUntil = 0, 0, 0
+		*res = guard.OpResult{Allowed: true, Remaining: r.spec.Limit, Now: t}
+	}
+}

@@ -308,18 +308,9 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 	now := s.now().UnixMicro()
 	t := time.UnixMicro(now)
 	res := make([]guard.OpResult, len(ops))
-	rules := make([]rule, len(ops))
-	for i := range ops {
-		op := &ops[i]
-		if op.Spec.Challenge || op.Extra > 0 || op.Cond != guard.Always ||
-			op.Kind == guard.Reserve || op.Kind == guard.DeviceCheck || op.Kind == guard.Revoke {
-			return nil, fmt.Errorf("oracle: %s ops of this kind are not modelled", op.Kind)
-		}
-		key := op.Tag + "\x00" + op.Spec.ID
-		if s.states[key] == nil {
-			s.states[key] = newState()
-		}
-		rules[i] = rule{spec: op.Spec, st: s.states[key], win: us(op.Spec.Window)}
+	rules, err := s.rules(ops)
+	if err != nil {
+		return nil, err
 	}
 
 	allowed := true
@@ -333,64 +324,14 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 			res[i] = guard.OpResult{Allowed: true, Skipped: true, Now: t}
 			continue
 		}
-		if r.locked(now) {
-			w := time.Duration(r.st.lockedUntil-now) * time.Microsecond
-			res[i] = guard.OpResult{Locked: true, RetryAfter: w, Now: t}
-		} else if need := r.need(now, op); r.room(now) >= need {
-			ok[i] = true
-			res[i] = guard.OpResult{Allowed: true, Remaining: r.room(now), Now: t}
-		} else {
-			wait := r.wait(now, op.Cost)
-			if r.spec.Lockout != nil {
-				// at its limit, a rule with a lockout is about to lock
-				// (the failures in flight strike it): the lockout's wait
-				_, d := r.nextLockout(now)
-				wait = min(wait, d)
-			}
-			res[i] = guard.OpResult{Remaining: r.room(now), RetryAfter: time.Duration(wait) * time.Microsecond, Now: t}
-		}
+		res[i], ok[i] = r.check(now, t, op)
 		if !res[i].Allowed && op.Spec.Enforce {
 			allowed = false
 		}
 	}
 
 	for i := range ops {
-		op, r := &ops[i], rules[i]
-		switch op.Kind {
-		case guard.Take:
-			if ok[i] && allowed {
-				n := r.need(now, op)
-				r.commit(now, op, n)
-				res[i].Remaining -= n
-				res[i].Taken = n
-			}
-		case guard.Strike:
-			switch {
-			case r.locked(now):
-				w := time.Duration(r.st.lockedUntil-now) * time.Microsecond
-				res[i] = guard.OpResult{Locked: true, RetryAfter: w, ResetAfter: w, Now: t}
-			case r.spec.Lockout != nil && ((r.st.strike > 0 && r.st.strikesUntil > now) || r.room(now) < r.need(now, &guard.Op{Cost: 1, Member: op.Member})):
-				// the first failure within reset of a lockout, or one at
-				// the limit: locked for the next duration, counted afresh
-				n, d := r.nextLockout(now)
-				r.st.lockedUntil, r.st.strike, r.st.strikesUntil = now+d, n, now+us(r.spec.Lockout.Reset)
-				r.st.clear()
-				w := time.Duration(d) * time.Microsecond
-				res[i] = guard.OpResult{Locked: true, RetryAfter: w, ResetAfter: w, Now: t}
-			default:
-				res[i] = guard.OpResult{Allowed: true, Now: t}
-			}
-		case guard.Refund:
-			r.giveBack(now, op, true)
-			res[i] = guard.OpResult{Allowed: true, Now: t}
-		case guard.Cancel, guard.Release:
-			r.giveBack(now, op, false)
-			res[i] = guard.OpResult{Allowed: true, Now: t}
-		case guard.Unblock:
-			r.st.clear()
-			r.st.lockedUntil, r.st.strike, r.st.strikesUntil = 0, 0, 0
-			res[i] = guard.OpResult{Allowed: true, Remaining: r.spec.Limit, Now: t}
-		}
+		rules[i].write(now, t, &ops[i], &res[i], ok[i] && allowed)
 	}
 	return res, nil
 }

@@ -1,11 +1,7 @@
 package oracle
 
 import (
-	"context"
 	"fmt"
-	"math/rand/v2"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,200 +94,13 @@ type Coverage map[string]int
 // edges.
 func Walk(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.Store, opt Options, cov Coverage) {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, 28))
-	ref := New(clock.Now)
-	specs := Specs()
-	var locking, subtle []*guard.Spec
-	for _, s := range specs {
-		if s.Lockout != nil {
-			locking = append(locking, s)
-		}
-		if s.Algorithm == guard.Ratio || s.Algorithm == guard.Distinct || s.Elastic > 0 {
-			subtle = append(subtle, s)
-		}
-	}
-	tags := []string{"AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"}
-	names := make([]string, 0, len(stores))
-	for n := range stores {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	ctx := context.Background()
-
-	type taken struct {
-		op guard.Op
-		n  int64
-		at time.Time
-	}
-	var takes []taken
-	var edges []time.Time    // instants worth landing on: lockout ends, waits, states' ends
-	ends := map[int64]bool{} // the instants where a take's state ends
-	var history []string
-	members := 0
+	k := newWalker(t, seed, clock, stores, opt, cov)
 	steps := opt.Steps
 	if steps == 0 {
 		steps = 400
 	}
 	for step := range steps {
-		now := clock.Now()
-		if rng.IntN(3) == 0 {
-			var d time.Duration
-			switch k := rng.IntN(10); {
-			case k < 4: // a little
-				d = Grid * time.Duration(1+rng.IntN(5))
-			case k < 7: // to a window edge, or just before or after it
-				win := []time.Duration{w, w / 2}[rng.IntN(2)]
-				u, wu := now.UnixMicro(), win.Microseconds()
-				d = time.Duration(wu-u%wu)*time.Microsecond + Grid*time.Duration(rng.IntN(3)-1)
-			case k < 9 && len(edges) > 0: // to a lockout's end or a wait's, on the grid
-				e := edges[rng.IntN(len(edges))]
-				d = e.Sub(now).Truncate(Grid) + Grid*time.Duration(rng.IntN(3)-1)
-			default: // a long while
-				d = w * time.Duration(1+rng.IntN(3))
-			}
-			if d > 0 {
-				clock.Add(d)
-				now = clock.Now()
-			}
-		}
-		if now.Sub(time.UnixMicro(Origin))%w == 0 {
-			cov["a window edge"]++
-		}
-		if ends[now.UnixMicro()] {
-			cov["the instant a state ends"]++
-		}
-		var batch []guard.Op
-		for range 1 + rng.IntN(3) {
-			s := specs[rng.IntN(len(specs))]
-			switch rng.IntN(6) {
-			case 0, 1: // to the rules with lockouts: relocks
-				s = locking[rng.IntN(len(locking))]
-			case 2: // to ratios, distinct and elastic rules
-				s = subtle[rng.IntN(len(subtle))]
-			}
-			op := guard.Op{Spec: s, Tag: tags[rng.IntN(len(tags))], Cost: 1}
-			switch k := rng.IntN(100); {
-			case k < 50:
-				op.Kind = guard.Take
-				if rng.IntN(5) == 0 && s.Algorithm != guard.Distinct && s.Algorithm != guard.Ratio {
-					op.Cost = 2
-				}
-			case k < 58:
-				op.Kind = guard.Peek
-			case k < 72:
-				op.Kind = guard.Strike
-				if s.Lockout == nil && rng.IntN(2) == 0 {
-					op.Kind = guard.Take
-				}
-			case k < 96 && len(takes) > 0:
-				tk := takes[rng.IntN(len(takes))]
-				if rng.IntN(2) == 0 { // most refunds go to elastic rules and ratios: growth, and failures given back
-					for _, c := range takes {
-						if c.op.Spec.Elastic > 0 || c.op.Spec.Algorithm == guard.Ratio {
-							tk = c
-						}
-					}
-				}
-				op = tk.op
-				op.Kind, op.Cost, op.At = guard.Refund, tk.n, tk.at
-				if rng.IntN(3) == 0 {
-					op.Kind = guard.Cancel
-				}
-				if op.Spec.Algorithm == guard.Concurrency {
-					op.Kind = guard.Release
-				}
-				if rng.IntN(4) == 0 {
-					op.At = time.Time{}
-				}
-			default:
-				op.Kind = guard.Unblock
-			}
-			switch op.Spec.Algorithm {
-			case guard.Distinct:
-				if op.Member == "" {
-					op.Member = string(rune('a' + rng.IntN(5)))
-				}
-			case guard.SlidingLog, guard.Concurrency:
-				if op.Kind == guard.Take || op.Kind == guard.Peek {
-					members++
-					op.Member = fmt.Sprint("m", members)
-				}
-			}
-			// one op per rule state in a batch, as the guard makes them
-			dup := false
-			for _, b := range batch {
-				dup = dup || (b.Spec == op.Spec && b.Tag == op.Tag)
-			}
-			if !dup {
-				batch = append(batch, op)
-			}
-		}
-
-		want, err := ref.Do(ctx, batch)
-		if err != nil {
-			t.Fatalf("step %d: oracle: %v", step, err)
-		}
-		var line strings.Builder
-		fmt.Fprintf(&line, "step %d at +%s:", step, now.Sub(time.UnixMicro(Origin)))
-		for i, op := range batch {
-			fmt.Fprintf(&line, " [%s %s tag %c cost %d member %q at %s → %s]", op.Kind, op.Spec.ID, op.Tag[0], op.Cost, op.Member,
-				atString(op.At), resString(want[i]))
-		}
-		history = append(history, line.String())
-		if len(history) > 40 {
-			history = history[1:]
-		}
-		var resets []time.Duration // where each take's state ends, as the first store says (the oracle keeps no such answer)
-		for _, name := range names {
-			got, err := stores[name].Do(ctx, batch)
-			if err != nil {
-				t.Fatalf("step %d: %s: %v", step, name, err)
-			}
-			if resets == nil {
-				for i := range batch {
-					resets = append(resets, got[i].ResetAfter)
-				}
-			}
-			for i := range batch {
-				if !same(want[i], got[i], batch[i], opt.Slack[name]) {
-					t.Fatalf("seed %d step %d op %d (%s %s tag %c cost %d member %q):\n oracle %s\n %-6s %s\nthe last steps (oracle's answers):\n%s",
-						seed, step, i, batch[i].Kind, batch[i].Spec.ID, batch[i].Tag[0], batch[i].Cost, batch[i].Member,
-						resString(want[i]), name, resString(got[i]), strings.Join(history, "\n"))
-				}
-			}
-		}
-		for i, op := range batch {
-			r := want[i]
-			alg := string(op.Spec.Algorithm)
-			switch {
-			case op.Kind == guard.Take && r.Taken > 0:
-				takes = append(takes, taken{op, r.Taken, now})
-				if len(takes) > 60 {
-					takes = takes[1:]
-				}
-				if op.Spec.Elastic > 0 && r.Remaining+r.Taken > op.Spec.Limit {
-					cov["an elastic limit grown"]++
-				}
-			case op.Kind == guard.Take && !r.Allowed && r.Locked:
-				cov["a take locked out"]++
-			case op.Kind == guard.Take && !r.Allowed && !r.Skipped:
-				cov["a denial by "+alg]++
-			case op.Kind == guard.Strike && r.Locked && r.RetryAfter > op.Spec.Lockout.Initial:
-				cov["a relock"]++
-			}
-			if r.RetryAfter > 0 {
-				edges = append(edges, now.Add(r.RetryAfter))
-			}
-			if op.Kind == guard.Take && r.Allowed && resets[i] > 0 {
-				// where the state this take counted on ends: a fixed
-				// window's last instant, landed on exactly
-				edges = append(edges, now.Add(resets[i]))
-				ends[now.Add(resets[i]).UnixMicro()] = true
-			}
-			if len(edges) > 20 {
-				edges = edges[len(edges)-20:]
-			}
-		}
+		k.step(step)
 	}
 }
 

@@ -228,18 +228,7 @@ func (e *engine) spraying() {
 func (e *engine) lockoutDoS(victims, attempts int) {
 	st := e.res.Attacks[LockoutDoS]
 	src := e.sources(500, 50)
-	var withToken, without []*person
-	for _, p := range e.people {
-		if p.pass == sprayPassword || p.quiet {
-			continue
-		}
-		switch {
-		case p.device != "" && len(withToken) < victims:
-			withToken = append(withToken, p)
-		case p.noToken && len(without) < victims:
-			without = append(without, p)
-		}
-	}
+	withToken, without := e.lockoutVictims(victims)
 	vs := append(slices.Clone(withToken), without...)
 	if len(vs) == 0 {
 		return
@@ -289,4 +278,22 @@ func (e *engine) lockoutDoS(victims, attempts int) {
 			}
 		})
 	}
+}
+
+// lockoutVictims picks the lockout-DoS victims, up to victims of each:
+// people whose browsers hold a device token, and people who keep none
+// (never the spraying's accounts nor the quiet networks' people).
+func (e *engine) lockoutVictims(victims int) (withToken, without []*person) {
+	for _, p := range e.people {
+		if p.pass == sprayPassword || p.quiet {
+			continue
+		}
+		switch {
+		case p.device != "" && len(withToken) < victims:
+			withToken = append(withToken, p)
+		case p.noToken && len(without) < victims:
+			without = append(without, p)
+		}
+	}
+	return withToken, without
 }

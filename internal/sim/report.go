@@ -29,39 +29,8 @@ func Table(results []*Result) string {
 		}
 		fmt.Fprintln(tw)
 	}
-	units := map[string]string{Pumping: "SMS delivered", PumpingCognito: "SMS delivered", Bombing: "victim emails", BruteForce: "codes guessed",
-		Spraying: "accounts taken"}
 	for _, a := range Attacks {
-		if a == LockoutDoS {
-			row("lockout-DoS: victims with a device token in at first try", func(r *Result) string { return pct(r.VictimsFirstTry, r.Victims) })
-			row("  victims without one, on a new network, in at once or by step-up", func(r *Result) string {
-				return pct(r.VictimsNoTokenIn, r.VictimsNoToken)
-			})
-			continue
-		}
-		unit := units[a]
-		if unit == "" {
-			unit = "accounts taken" // the stuffing attacks
-		}
-		row(fmt.Sprintf("%s: %s", a, unit), func(r *Result) string {
-			s := r.Attacks[a]
-			of := s.Targets
-			if of == 0 {
-				of = s.Attempts
-			}
-			return fmt.Sprintf("%d of %d (%.2f%%)", s.Succeeded, of, 100*s.Rate())
-		})
-		switch a {
-		case BruteForce:
-			row("  guesses checked", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Admitted-144) })
-		case Pumping, PumpingCognito:
-			row("  SMS cost", func(r *Result) string { return fmt.Sprintf("$%.2f", r.Attacks[a].Cost) })
-		default:
-			if unit == "accounts taken" {
-				row("  right passwords it could not use (step-up)", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Challenged) })
-				row("  its cost per account taken", func(r *Result) string { return perTaken(r.Attacks[a]) })
-			}
-		}
+		attackRows(row, a)
 	}
 	row("attackers' CAPTCHAs bought ($2 per 1000)", func(r *Result) string {
 		n := 0
@@ -70,6 +39,56 @@ func Table(results []*Result) string {
 		}
 		return fmt.Sprintf("%d ($%.2f)", n, float64(n)*captchaPrice)
 	})
+	userRows(row)
+	_ = tw.Flush()
+	return b.String()
+}
+
+// rowFunc adds a row to a table: label, then f of each result.
+type rowFunc func(label string, f func(r *Result) string)
+
+// attackUnits is what each attack's success is counted in (the stuffing
+// attacks: accounts taken).
+var attackUnits = map[string]string{Pumping: "SMS delivered", PumpingCognito: "SMS delivered", Bombing: "victim emails", BruteForce: "codes guessed",
+	Spraying: "accounts taken"}
+
+// attackRows adds attack a's rows: what succeeded, then its cost or the
+// victims still served.
+func attackRows(row rowFunc, a string) {
+	if a == LockoutDoS {
+		row("lockout-DoS: victims with a device token in at first try", func(r *Result) string { return pct(r.VictimsFirstTry, r.Victims) })
+		row("  victims without one, on a new network, in at once or by step-up", func(r *Result) string {
+			return pct(r.VictimsNoTokenIn, r.VictimsNoToken)
+		})
+		return
+	}
+	unit := attackUnits[a]
+	if unit == "" {
+		unit = "accounts taken" // the stuffing attacks
+	}
+	row(fmt.Sprintf("%s: %s", a, unit), func(r *Result) string {
+		s := r.Attacks[a]
+		of := s.Targets
+		if of == 0 {
+			of = s.Attempts
+		}
+		return fmt.Sprintf("%d of %d (%.2f%%)", s.Succeeded, of, 100*s.Rate())
+	})
+	switch a {
+	case BruteForce:
+		row("  guesses checked", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Admitted-144) })
+	case Pumping, PumpingCognito:
+		row("  SMS cost", func(r *Result) string { return fmt.Sprintf("$%.2f", r.Attacks[a].Cost) })
+	default:
+		if unit == "accounts taken" {
+			row("  right passwords it could not use (step-up)", func(r *Result) string { return fmt.Sprintf("%d", r.Attacks[a].Challenged) })
+			row("  its cost per account taken", func(r *Result) string { return perTaken(r.Attacks[a]) })
+		}
+	}
+}
+
+// userRows adds the legitimate users' rows: their friction.
+func userRows(row rowFunc) {
 	row("legitimate users", func(r *Result) string { return fmt.Sprintf("%d", r.Users) })
 	row("  logins challenged (step-up)", func(r *Result) string { return pct(r.Challenged, r.Logins) + " of logins" })
 	row("    of accounts under attack", func(r *Result) string { return fmt.Sprintf("%d", r.ChallengedAttacked) })
@@ -80,8 +99,6 @@ func Table(results []*Result) string {
 	row("  tasks given up", func(r *Result) string { return fmt.Sprintf("%d", r.GaveUp) })
 	row("  median extra wait", func(r *Result) string { return r.MedianWait().Round(time.Second).String() })
 	row("requests", func(r *Result) string { return fmt.Sprintf("%d", r.Requests) })
-	_ = tw.Flush()
-	return b.String()
 }
 
 // perTaken is what an attack spent per account it took: requests,

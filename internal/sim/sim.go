@@ -232,35 +232,8 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	if o.debug != nil {
 		o.debug(e)
 	}
-	end := Day0.Add(24 * time.Hour)
-	for e.q.Len() > 0 {
-		ev := heap.Pop(&e.q).(*event)
-		if !ev.at.Before(end) {
-			continue // the day is over
-		}
-		if ev.at.After(e.now) {
-			e.now = ev.at
-		}
-		ev.fn()
-	}
-	for _, u := range e.people {
-		if !u.active {
-			continue
-		}
-		e.res.Users++
-		if u.refused {
-			e.res.RefusedOnce++
-		}
-		if u.refusedFirst {
-			e.res.RefusedFirst++
-		}
-		if u.quiet {
-			e.res.QuietUsers++
-			if u.refused {
-				e.res.QuietRefused++
-			}
-		}
-	}
+	e.runDay()
+	e.countUsers()
 	e.res.Took = time.Since(began)
 	return e.res, nil
 }

@@ -54,19 +54,8 @@ func (c Chart) SVG() string {
 	}
 	const left, right, top, bottom = 60, 20, 40, 50
 	pw, ph := float64(W-left-right), float64(H-top-bottom)
-	n := len(c.XLabels)
-	for _, s := range c.Series {
-		n = max(n, len(s.Values))
-	}
-	ymax := 0.0
-	for _, s := range c.Series {
-		for _, v := range s.Values {
-			if !math.IsNaN(v) {
-				ymax = max(ymax, v)
-			}
-		}
-	}
-	ymax, step := niceScale(ymax)
+	n := c.points()
+	ymax, step := niceScale(c.maxValue())
 	x := func(i int) float64 {
 		if n <= 1 {
 			return left
@@ -99,24 +88,54 @@ func (c Chart) SVG() string {
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, left+pw/2, H-8, esc(c.XTitle))
 	fmt.Fprintf(&b, `<text x="14" y="%.1f" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>`, top+ph/2, top+ph/2, esc(c.YTitle))
 	for i, s := range c.Series {
-		var pts []string
-		for j, v := range s.Values {
-			if !math.IsNaN(v) {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(j), y(v)))
-			}
-		}
-		dash := ""
-		if d := dashes[i%len(dashes)]; d != "" {
-			dash = ` stroke-dasharray="` + d + `"`
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.8"%s points="%s"><title>%s</title></polyline>`,
-			palette[i%len(palette)], dash, strings.Join(pts, " "), esc(s.Label))
-		ly := top + 14*i + 6
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s" stroke-width="1.8"%s/>`, left+pw-150, left+pw-126, ly, ly, palette[i%len(palette)], dash)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d">%s</text>`, left+pw-120, ly+4, esc(s.Label))
+		drawSeries(&b, i, s, x, y, left+pw, top)
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
+}
+
+// points is how many x positions the chart has: its labels', or its
+// longest series'.
+func (c Chart) points() int {
+	n := len(c.XLabels)
+	for _, s := range c.Series {
+		n = max(n, len(s.Values))
+	}
+	return n
+}
+
+// maxValue is the largest value of any series (NaN: no value), 0 if none.
+func (c Chart) maxValue() float64 {
+	ymax := 0.0
+	for _, s := range c.Series {
+		for _, v := range s.Values {
+			if !math.IsNaN(v) {
+				ymax = max(ymax, v)
+			}
+		}
+	}
+	return ymax
+}
+
+// drawSeries draws the i-th series s as a line on the scales x and y
+// (NaN values skipped), with its legend entry at the plot's top right
+// (plot's right edge at pr, its top at top).
+func drawSeries(b *strings.Builder, i int, s Series, x func(int) float64, y func(float64) float64, pr float64, top int) {
+	var pts []string
+	for j, v := range s.Values {
+		if !math.IsNaN(v) {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(j), y(v)))
+		}
+	}
+	dash := ""
+	if d := dashes[i%len(dashes)]; d != "" {
+		dash = ` stroke-dasharray="` + d + `"`
+	}
+	fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.8"%s points="%s"><title>%s</title></polyline>`,
+		palette[i%len(palette)], dash, strings.Join(pts, " "), esc(s.Label))
+	ly := top + 14*i + 6
+	fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s" stroke-width="1.8"%s/>`, pr-150, pr-126, ly, ly, palette[i%len(palette)], dash)
+	fmt.Fprintf(b, `<text x="%.1f" y="%d">%s</text>`, pr-120, ly+4, esc(s.Label))
 }
 
 // niceScale rounds the axis top up to 1, 2 or 5 times a power of ten and

@@ -115,19 +115,7 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (json.RawMess
 			}
 		}
 	case "PostAuthentication":
-		var receipts []string
-		var terr error
-		if h.Redis != nil {
-			receipts, terr = h.signIns(s).take(ctx, ev.UserPoolID, ev.UserName)
-		}
-		if terr == nil {
-			terr = s.CognitoPostAuthentication(ctx, receipts...)
-		}
-		if terr != nil {
-			// the password was right: an error here would fail the
-			// sign-in; the attempt stays counted as a failure instead
-			h.Log.WarnContext(ctx, "give back a sign-in attempt", "err", terr)
-		}
+		h.postAuthentication(ctx, s, ev)
 	case "PostConfirmation":
 		email, phone := attrs["email"], attrs["phone_number"]
 		err = s.CognitoConfirmed(ctx, source == "ConfirmForgotPassword", email, phone)
@@ -144,6 +132,24 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (json.RawMess
 		return nil, err
 	}
 	return raw, nil
+}
+
+// postAuthentication gives back the sign-in attempts kept for ev's user
+// at PreAuthentication; a failure is logged, never returned.
+func (h *Handler) postAuthentication(ctx context.Context, s *api.Server, ev event) {
+	var receipts []string
+	var terr error
+	if h.Redis != nil {
+		receipts, terr = h.signIns(s).take(ctx, ev.UserPoolID, ev.UserName)
+	}
+	if terr == nil {
+		terr = s.CognitoPostAuthentication(ctx, receipts...)
+	}
+	if terr != nil {
+		// the password was right: an error here would fail the
+		// sign-in; the attempt stays counted as a failure instead
+		h.Log.WarnContext(ctx, "give back a sign-in attempt", "err", terr)
+	}
 }
 
 // send decrypts and delivers a custom sender's message. A denial is logged

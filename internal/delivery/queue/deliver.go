@@ -118,30 +118,9 @@ func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outc
 	case ClaimBusy:
 		return Retry, d.lease
 	case ClaimSuperseded, ClaimExpired:
-		// never delivered: after a failure (an outage kept it waiting) its
-		// send goes back, once; on its first receive it stays counted
-		if token != "" {
-			d.finish(ctx, job, token, "done", receive > 1)
-		} else if receive > 1 {
-			if mine, err := d.ledger.Retire(context.WithoutCancel(ctx), job.Key, job.ID); err == nil && mine {
-				d.giveBack(ctx, job)
-			}
-		}
-		if claim == ClaimExpired {
-			return Expired, 0
-		}
-		return Superseded, 0
+		return d.neverDelivered(ctx, job, token, claim, receive), 0
 	}
-	// ask again once the turn has come: a resend or the code's end while
-	// it waited makes it stale
-	check := func(ctx context.Context) error {
-		c, err := d.ledger.Current(ctx, job.Key, job.ID, job.Expires)
-		if err == nil && c != Claimed {
-			return errStale{c}
-		}
-		return nil // the ledger does not answer: send (the claim holds)
-	}
-	err = d.send(api.WithBeforeSend(ctx, check), job.Message)
+	err = d.send(api.WithBeforeSend(ctx, d.staleCheck(job)), job.Message)
 	var stale errStale
 	switch {
 	case err == nil:
@@ -165,6 +144,36 @@ func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outc
 	}
 	d.finish(ctx, job, token, "dead", true)
 	return Dead, 0
+}
+
+// neverDelivered ends a job whose claim found it superseded or expired
+// before it was sent.
+func (d *Deliverer) neverDelivered(ctx context.Context, job Job, token string, claim Claim, receive int) Outcome {
+	// never delivered: after a failure (an outage kept it waiting) its
+	// send goes back, once; on its first receive it stays counted
+	if token != "" {
+		d.finish(ctx, job, token, "done", receive > 1)
+	} else if receive > 1 {
+		if mine, err := d.ledger.Retire(context.WithoutCancel(ctx), job.Key, job.ID); err == nil && mine {
+			d.giveBack(ctx, job)
+		}
+	}
+	if claim == ClaimExpired {
+		return Expired
+	}
+	return Superseded
+}
+
+// staleCheck asks the ledger again once the job's turn has come: a
+// resend or the code's end while it waited makes it stale.
+func (d *Deliverer) staleCheck(job Job) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c, err := d.ledger.Current(ctx, job.Key, job.ID, job.Expires)
+		if err == nil && c != Claimed {
+			return errStale{c}
+		}
+		return nil // the ledger does not answer: send (the claim holds)
+	}
 }
 
 // finish ends the claim token holds (see Ledger.Settle) and, when

@@ -62,15 +62,7 @@ func (s *Server) cloudWatch(w http.ResponseWriter, op string, body []byte) {
 		}
 		ns, _ := m["Namespace"].(cbor.String)
 		name, _ := m["MetricName"].(cbor.String)
-		dims := map[string]string{}
-		if dl, ok := m["Dimensions"].(cbor.List); ok {
-			for _, dv := range dl {
-				d, _ := dv.(cbor.Map)
-				k, _ := d["Name"].(cbor.String)
-				val, _ := d["Value"].(cbor.String)
-				dims[string(k)] = string(val)
-			}
-		}
+		dims := metricDims(m)
 		sums := map[int64]float64{}
 		for _, p := range points {
 			if p.namespace != string(ns) || p.name != string(name) || !sameDims(p.dims, dims) || p.at.Before(start) || !p.at.Before(end) {
@@ -79,21 +71,42 @@ func (s *Server) cloudWatch(w http.ResponseWriter, op string, body []byte) {
 			b := start.Unix() + (p.at.Unix()-start.Unix())/period*period
 			sums[b] += p.value
 		}
-		keys := make([]int64, 0, len(sums))
-		for k := range sums {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i] > keys[j] }) // TimestampDescending, the default
-		ts, vals := cbor.List{}, cbor.List{}
-		for _, k := range keys {
-			ts = append(ts, &cbor.Tag{ID: 1, Value: cbor.Float64(k)})
-			vals = append(vals, cbor.Float64(sums[k]))
-		}
+		ts, vals := timeSeries(sums)
 		results = append(results, cbor.Map{"Id": id, "Label": id, "StatusCode": cbor.String("Complete"), "Timestamps": ts, "Values": vals})
 	}
 	w.Header().Set("Content-Type", "application/cbor")
 	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
 	_, _ = w.Write(cbor.Encode(cbor.Map{"MetricDataResults": results}))
+}
+
+// metricDims are a query's metric's dimensions, by name.
+func metricDims(m cbor.Map) map[string]string {
+	dims := map[string]string{}
+	if dl, ok := m["Dimensions"].(cbor.List); ok {
+		for _, dv := range dl {
+			d, _ := dv.(cbor.Map)
+			k, _ := d["Name"].(cbor.String)
+			val, _ := d["Value"].(cbor.String)
+			dims[string(k)] = string(val)
+		}
+	}
+	return dims
+}
+
+// timeSeries is a query's result: the periods' starts (epoch-seconds
+// tags) and their sums, latest first.
+func timeSeries(sums map[int64]float64) (ts, vals cbor.List) {
+	keys := make([]int64, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] > keys[j] }) // TimestampDescending, the default
+	ts, vals = cbor.List{}, cbor.List{}
+	for _, k := range keys {
+		ts = append(ts, &cbor.Tag{ID: 1, Value: cbor.Float64(k)})
+		vals = append(vals, cbor.Float64(sums[k]))
+	}
+	return ts, vals
 }
 
 func sameDims(a, b map[string]string) bool {

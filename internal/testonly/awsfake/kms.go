@@ -70,38 +70,49 @@ func (s *Server) kms(w http.ResponseWriter, op string, body []byte) {
 	}
 	switch op {
 	case "GenerateDataKey":
-		n := in.NumberOfBytes
-		switch {
-		case in.KeySpec == "AES_256" || n == 0:
-			n = 32
-		case in.KeySpec == "AES_128":
-			n = 16
-		}
-		p := make([]byte, n)
+		p := make([]byte, dataKeySize(in.KeySpec, in.NumberOfBytes))
 		_, _ = rand.Read(p)
 		writeAmzJSON(w, map[string]any{"KeyId": in.KeyID, "Plaintext": p, "CiphertextBlob": seal(p)})
 	case "Encrypt":
 		writeAmzJSON(w, map[string]any{"KeyId": in.KeyID, "CiphertextBlob": seal(in.Plaintext), "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"})
 	case "Decrypt":
-		b := in.CiphertextBlob
-		if blobKey(b) != in.KeyID {
-			jsonError(w, 400, "IncorrectKeyException", "the ciphertext was not encrypted under the KMS key")
-			return
-		}
-		b = b[2+len(in.KeyID):]
-		if len(b) < 12+16 {
-			jsonError(w, 400, "InvalidCiphertextException", "")
-			return
-		}
-		p, err := gcm.Open(nil, b[:12], b[12:], aad)
-		if err != nil {
-			jsonError(w, 400, "InvalidCiphertextException", "")
-			return
-		}
-		writeAmzJSON(w, map[string]any{"KeyId": in.KeyID, "Plaintext": p, "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"})
+		kmsDecrypt(w, gcm, in.KeyID, in.CiphertextBlob, aad)
 	default:
 		jsonError(w, 400, "UnknownOperation", "awsfake: kms "+op)
 	}
+}
+
+// dataKeySize is how many bytes GenerateDataKey makes for a key spec
+// (AES_256 or AES_128) or, without one, for NumberOfBytes n (0: 32).
+func dataKeySize(spec string, n int) int {
+	switch {
+	case spec == "AES_256" || n == 0:
+		n = 32
+	case spec == "AES_128":
+		n = 16
+	}
+	return n
+}
+
+// kmsDecrypt answers Decrypt of blob under the key keyID (its material's
+// gcm), bound to the encryption context aad.
+func kmsDecrypt(w http.ResponseWriter, gcm cipher.AEAD, keyID string, blob, aad []byte) {
+	b := blob
+	if blobKey(b) != keyID {
+		jsonError(w, 400, "IncorrectKeyException", "the ciphertext was not encrypted under the KMS key")
+		return
+	}
+	b = b[2+len(keyID):]
+	if len(b) < 12+16 {
+		jsonError(w, 400, "InvalidCiphertextException", "")
+		return
+	}
+	p, err := gcm.Open(nil, b[:12], b[12:], aad)
+	if err != nil {
+		jsonError(w, 400, "InvalidCiphertextException", "")
+		return
+	}
+	writeAmzJSON(w, map[string]any{"KeyId": keyID, "Plaintext": p, "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"})
 }
 
 // blobKey is the key a fake ciphertext blob names.
