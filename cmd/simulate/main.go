@@ -17,7 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
+
 	"github.com/otpguard/otpguard/internal/sim"
 )
 
@@ -34,7 +35,7 @@ func main() {
 var previousDefaults []byte
 
 func run() error {
-	config := flag.String("config", "", "a config (YAML) to compare with the others")
+	configPath := flag.String("config", "", "a config (YAML) to compare with the others")
 	seed := flag.Uint64("seed", 1, "the generators' seed: the same seed, the same day")
 	usersN := flag.Int("users", 100_000, "legitimate users")
 	scale := flag.Float64("scale", 1, "attack volume multiplier")
@@ -44,33 +45,33 @@ func run() error {
 
 	type named struct {
 		name string
-		cfg  guard.Config
+		cfg  config.Config
 	}
-	previous, err := guard.ParseConfig(previousDefaults)
+	previous, err := config.Parse(previousDefaults)
 	if err != nil {
 		return err
 	}
-	none, err := guard.ParseConfig([]byte("rules: []\n"))
+	none, err := config.Parse([]byte("rules: []\n"))
 	if err != nil {
 		return err
 	}
 	// The default rules once network.asnDatabase names a database: the
 	// simulation's own (see internal/sim).
-	withASN, err := guard.ParseConfig([]byte("network: {asnDatabase: simulated}\n"))
+	withASN, err := config.Parse([]byte("network: {asnDatabase: simulated}\n"))
 	if err != nil {
 		return err
 	}
-	configs := []named{{"default", guard.DefaultConfig()}, {"default + ASN db", withASN}, {"previous defaults", previous}, {"no guard", none}}
-	if *config != "" {
-		doc, err := os.ReadFile(*config)
+	configs := []named{{"default", config.Default()}, {"default + ASN db", withASN}, {"previous defaults", previous}, {"no guard", none}}
+	if *configPath != "" {
+		doc, err := os.ReadFile(*configPath)
 		if err != nil {
 			return err
 		}
-		c, err := guard.ParseConfig(doc)
+		c, err := config.Parse(doc)
 		if err != nil {
 			return err
 		}
-		configs = append(configs, named{filepath.Base(*config), c})
+		configs = append(configs, named{filepath.Base(*configPath), c})
 	}
 	if *only != "" {
 		keep := strings.Split(*only, ",")

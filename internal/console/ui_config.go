@@ -5,7 +5,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
+
 	"github.com/otpguard/otpguard/internal/sim"
 )
 
@@ -52,7 +53,7 @@ func (u *UI) validate(w http.ResponseWriter, r *http.Request) {
 		p.write(w)
 		return
 	}
-	_, err := guard.ParseConfig([]byte(doc))
+	_, err := config.Parse([]byte(doc))
 	if limitError(err) != nil {
 		configProblem(err).write(w)
 		return
@@ -71,7 +72,7 @@ func (u *UI) apply(w http.ResponseWriter, r *http.Request) {
 		p.write(w)
 		return
 	}
-	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
+	if _, err := config.Parse([]byte(doc)); err != nil {
 		configProblem(err).write(w)
 		return
 	}
@@ -108,7 +109,7 @@ func (u *UI) rollback(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, "not_found", fmt.Sprintf("no version %d", n))
 		return
 	}
-	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
+	if _, err := config.Parse([]byte(doc)); err != nil {
 		p := configProblem(err)
 		p.Detail = fmt.Sprintf("version %d is not a valid config (today's validation): %s", n, p.Detail)
 		p.write(w)
@@ -136,15 +137,15 @@ func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
 		p.write(w)
 		return
 	}
-	edited, err := guard.ParseConfig([]byte(doc))
+	edited, err := config.Parse([]byte(doc))
 	if err != nil {
 		configProblem(err).write(w)
 		return
 	}
 	running, _ := u.Backend.Config(r.Context())
-	cur, err := guard.ParseConfig([]byte(running.Document))
+	cur, err := config.Parse([]byte(running.Document))
 	if err != nil {
-		cur = guard.DefaultConfig()
+		cur = config.Default()
 	}
 	users := u.SimUsers
 	if users == 0 {
@@ -153,7 +154,7 @@ func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
 	var results []*sim.Result
 	for _, c := range []struct {
 		name string
-		cfg  guard.Config
+		cfg  config.Config
 	}{{"running", cur}, {"edited", edited}} {
 		res, err := sim.Run(r.Context(), c.name, c.cfg, sim.Options{Seed: 1, Users: users, Scale: float64(users) / 100_000})
 		if err != nil {

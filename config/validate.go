@@ -1,4 +1,4 @@
-package guard
+package config
 
 import (
 	"errors"
@@ -11,14 +11,20 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 // FieldError names the configuration field that is wrong.
 type FieldError struct {
+	// Field is the field's path, for example `rules[2] (name).limit`.
 	Field string
-	Msg   string
+	// Msg says what is wrong with it.
+	Msg string
 }
 
+// Error is "config: ", the field's path and what is wrong with it.
 func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
 
 var (
@@ -27,9 +33,13 @@ var (
 	actionPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 )
 
-// Validate checks the whole document and reports every bad field, each
-// named by its path (for example `rules[2].limit`).
-func (c *Config) Validate() error {
+// badFunc reports a bad field: its path and what is wrong with it.
+type badFunc = func(field, format string, args ...any)
+
+// validate checks the whole document and reports every bad field, each
+// named by its path (for example `rules[2].limit`); percent tells which
+// rules' limits were written as percentages.
+func (c *Config) validate(percent []bool) error {
 	var errs []error
 	problems := 0
 	bad := func(field, format string, args ...any) {
@@ -40,7 +50,7 @@ func (c *Config) Validate() error {
 	c.validateOTP(bad)
 	c.validateSections(bad)
 	c.validateCaptcha(bad)
-	c.validateRules(bad)
+	c.validateRules(percent, bad)
 	if problems > maxProblems {
 		errs = append(errs, fmt.Errorf("config: and %d more problems", problems-maxProblems))
 	}
@@ -48,7 +58,7 @@ func (c *Config) Validate() error {
 }
 
 // validateOTP checks the otp section: codes, purposes, where SMS may go.
-func (c *Config) validateOTP(bad func(field, format string, args ...any)) {
+func (c *Config) validateOTP(bad badFunc) {
 	if c.OTP.Length < 6 || c.OTP.Length > 10 {
 		bad("otp.length", "must be 6 to 10 digits, got %d", c.OTP.Length)
 	}
@@ -79,6 +89,7 @@ func (c *Config) validateOTP(bad func(field, format string, args ...any)) {
 			bad(fmt.Sprintf("otp.sms.allowedCountries[%d]", i), "%q is not a supported ISO 3166 region code", r)
 		}
 	}
+	phoneTypes := identity.PhoneTypes()
 	for i, t := range c.OTP.SMS.AllowedTypes {
 		if !slices.Contains(phoneTypes, t) {
 			bad(fmt.Sprintf("otp.sms.allowedTypes[%d]", i), "%q is not one of %s", t, strings.Join(phoneTypes, ", "))
@@ -90,7 +101,7 @@ func (c *Config) validateOTP(bad func(field, format string, args ...any)) {
 }
 
 // validateSections checks token, network, devices, store and signup.
-func (c *Config) validateSections(bad func(field, format string, args ...any)) {
+func (c *Config) validateSections(bad badFunc) {
 	if c.Token.TTL <= 0 || c.Token.TTL > 24*time.Hour {
 		bad("token.ttl", "must be more than 0 and at most 24h, got %s", c.Token.TTL)
 	}
@@ -130,7 +141,7 @@ func (c *Config) validateSections(bad func(field, format string, args ...any)) {
 }
 
 // validateCaptcha checks challenge.captcha, when there is one.
-func (c *Config) validateCaptcha(bad func(field, format string, args ...any)) {
+func (c *Config) validateCaptcha(bad badFunc) {
 	if cp := c.Challenge.Captcha; cp != nil {
 		if _, ok := CaptchaProviders[cp.Provider]; !ok {
 			bad("challenge.captcha.provider", "must be turnstile, hcaptcha or recaptcha, got %q", cp.Provider)
@@ -148,16 +159,16 @@ func (c *Config) validateCaptcha(bad func(field, format string, args ...any)) {
 }
 
 // validateRules checks each rule, and that their names and state ids are unique.
-func (c *Config) validateRules(bad func(field, format string, args ...any)) {
+func (c *Config) validateRules(percent []bool, bad badFunc) {
 	// Names and state ids are indexed, not compared pairwise, so that
 	// validation stays linear in the rules.
 	byName := make(map[string]int, len(c.Rules))
 	byState := make(map[string]int, len(c.Rules))
 	for i := range c.Rules {
-		if r := &c.Rules[i]; r.Mode == ModeChallenge && r.Action != "login" && c.Challenge.Captcha == nil {
+		if r := &c.Rules[i]; r.Mode == guard.ModeChallenge && r.Action != "login" && c.Challenge.Captcha == nil {
 			bad(fmt.Sprintf("rules[%d] (%s).mode", i, r.Name), "a %s rule in mode challenge asks for a CAPTCHA: configure challenge.captcha (logins are challenged with a step-up code)", r.Action)
 		}
-		c.Rules[i].validate(fmt.Sprintf("rules[%d]", i), bad)
+		validateRule(&c.Rules[i], i < len(percent) && percent[i], fmt.Sprintf("rules[%d]", i), bad)
 		if r := &c.Rules[i]; c.Network.ASNDatabase == "" && (slices.Contains(r.Key, "asn") || r.Of == "asn") {
 			bad(fmt.Sprintf("rules[%d] (%s).key", i, r.Name), "the asn dimension needs an ASN database: set network.asnDatabase to the path of a MaxMind-format file (GeoLite2-ASN or DB-IP ASN Lite)")
 		}
@@ -167,7 +178,7 @@ func (c *Config) validateRules(bad func(field, format string, args ...any)) {
 			continue
 		}
 		byName[b.Name] = i
-		state := dimsKey(b.Key) + "\x01" + ruleID(b.Name, b.Algorithm)
+		state := dimsKey(b.Key) + "\x01" + b.StateID()
 		if j, ok := byState[state]; ok {
 			bad(fmt.Sprintf("rules[%d].name", i), "%q and rules[%d] (%s) are keyed alike and their names hash to one state id; rename one of them", b.Name, j, c.Rules[j].Name)
 		} else {
@@ -211,9 +222,3 @@ func (c *Config) TrustedProxyPrefixes() []netip.Prefix {
 	}
 	return out
 }
-
-// phoneTypes are the number type names otp.sms.allowedTypes accepts,
-// sorted: guard/identity reads a number's type by the same names (its
-// tests hold the two lists equal).
-var phoneTypes = []string{"fixed_line", "fixed_line_or_mobile", "mobile", "pager", "personal_number", "premium_rate",
-	"shared_cost", "toll_free", "uan", "voicemail", "voip"}

@@ -1,25 +1,29 @@
-package guard
+package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
-func TestDefaultConfig(t *testing.T) {
-	c := DefaultConfig()
+func TestDefault(t *testing.T) {
+	c := Default()
 	if c.OTP.Length != 6 || c.OTP.TTL != 10*time.Minute || c.OTP.MaxAttempts != 5 || c.Store.Timeout != 50*time.Millisecond ||
 		c.Token.TTL != 5*time.Minute || c.Network.IPv6Prefix != 64 || len(c.Rules) != 26 || c.Devices.TTL != 4320*time.Hour {
 		t.Fatalf("defaults: %+v", c)
 	}
-	byName := map[string]Rule{}
+	byName := map[string]guard.Rule{}
 	for _, r := range c.Rules {
 		byName[r.Name] = r
 	}
-	if r := byName["login-per-ip"]; r.Algorithm != TokenBucket || r.Count != CountFailures || r.OnStoreError != "allow" {
+	if r := byName["login-per-ip"]; r.Algorithm != guard.TokenBucket || r.Count != guard.CountFailures || r.OnStoreError != "allow" {
 		t.Errorf("login-per-ip: %+v", r)
 	}
-	if r := byName["otp-send-per-destination"]; r.Algorithm != FixedWindow || r.Mode != ModeEnforce || r.OnStoreError != "deny" || r.Limit != 2 || r.Window != time.Minute {
+	if r := byName["otp-send-per-destination"]; r.Algorithm != guard.FixedWindow || r.Mode != guard.ModeEnforce || r.OnStoreError != "deny" || r.Limit != 2 || r.Window != time.Minute {
 		t.Errorf("otp-send-per-destination: %+v", r)
 	}
 	if r := byName["login-per-account-ip"]; r.Lockout == nil || r.Lockout.Max != time.Hour || r.Lockout.Reset != 24*time.Hour || !r.ResetOnSuccess {
@@ -29,7 +33,7 @@ func TestDefaultConfig(t *testing.T) {
 	if _, ok := byName["login-failure-ratio-per-asn"]; ok {
 		t.Error("a default rule on asn without a database")
 	}
-	c, err := ParseConfig([]byte("network: {asnDatabase: /var/task/asn.mmdb}\n"))
+	c, err := Parse([]byte("network: {asnDatabase: /var/task/asn.mmdb}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,21 +43,21 @@ func TestDefaultConfig(t *testing.T) {
 }
 
 func TestConfigOverlay(t *testing.T) {
-	c, err := ParseConfig([]byte("otp: {length: 8, sms: {defaultRegion: GB}}\n"))
+	c, err := Parse([]byte("otp: {length: 8, sms: {defaultRegion: GB}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.OTP.Length != 8 || c.OTP.SMS.DefaultRegion != "GB" || c.OTP.TTL != 10*time.Minute || len(c.OTP.SMS.AllowedTypes) != 2 || len(c.Rules) != len(DefaultConfig().Rules) {
+	if c.OTP.Length != 8 || c.OTP.SMS.DefaultRegion != "GB" || c.OTP.TTL != 10*time.Minute || len(c.OTP.SMS.AllowedTypes) != 2 || len(c.Rules) != len(Default().Rules) {
 		t.Fatalf("overlay: %+v", c.OTP)
 	}
-	c, err = ParseConfig([]byte("network: {asnDatabase: /x.mmdb}\nrules:\n  - {name: r, action: login, key: [asn], limit: 80%, window: 1h, algorithm: ratio}\n"))
+	c, err = Parse([]byte("network: {asnDatabase: /x.mmdb}\nrules:\n  - {name: r, action: login, key: [asn], limit: 80%, window: 1h, algorithm: ratio}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := c.Rules[0]; r.Limit != 80 || r.Min != 20 || r.Count != CountFailures || !r.percent {
+	if r := c.Rules[0]; r.Limit != 80 || r.Min != 20 || r.Count != guard.CountFailures {
 		t.Fatalf("a ratio rule: %+v", r)
 	}
-	c, err = ParseConfig([]byte("rules:\n  - {name: only, action: otp.send, key: [ip], limit: 3, window: 1m, mode: soft}\n"))
+	c, err = Parse([]byte("rules:\n  - {name: only, action: otp.send, key: [ip], limit: 3, window: 1m, mode: soft}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,9 +142,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"challenge: {captcha: {provider: turnstile, siteKey: k, verifyUrl: 'ftp://x'}}", "challenge.captcha.verifyUrl"},
 	}
 	for _, c := range cases {
-		_, err := ParseConfig([]byte(c.doc))
+		_, err := Parse([]byte(c.doc))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("ParseConfig(%q):\n got  %v\n want an error containing %q", c.doc, err, c.want)
+			t.Errorf("Parse(%q):\n got  %v\n want an error containing %q", c.doc, err, c.want)
 		}
 	}
 }
@@ -150,8 +154,25 @@ func TestBoundsAreInclusive(t *testing.T) {
 	for _, doc := range []string{"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m, mode: soft, overage: 1000%}",
 		"rules:\n  - {name: r, action: login, key: [ip], limit: 5, window: 1m, count: failures, lockout: {initial: 1m, factor: 2, max: 1h, reset: 1h}}",
 		"store: {denyCache: {ttl: 1s, size: 1}}", "store: {denyCache: {ttl: 1s, size: 10000000}}", "devices: {ttl: 1h}", "devices: {ttl: 9600h}", "network: {ipv6Prefix: 32}", "network: {ipv6Prefix: 128}", "store: {timeout: 10s}"} {
-		if _, err := ParseConfig([]byte(doc)); err != nil {
+		if _, err := Parse([]byte(doc)); err != nil {
 			t.Errorf("%s: %v", doc, err)
 		}
+	}
+}
+
+// TestThePhoneTypesAreTheConfigs: the number types guard/identity reads
+// are the names otp.sms.allowedTypes accepts, no more, no fewer.
+func TestThePhoneTypesAreTheConfigs(t *testing.T) {
+	for _, name := range identity.PhoneTypes() {
+		if _, err := Parse([]byte("otp: {sms: {allowedTypes: [" + name + "]}}")); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	_, err := Parse([]byte("otp: {sms: {allowedTypes: [cellular]}}"))
+	if err == nil || !strings.Contains(err.Error(), "is not one of "+strings.Join(identity.PhoneTypes(), ", ")) {
+		t.Errorf("an unknown type: %v, want the list of %v", err, identity.PhoneTypes())
+	}
+	if !slices.IsSorted(identity.PhoneTypes()) {
+		t.Error("identity.PhoneTypes is not sorted")
 	}
 }
