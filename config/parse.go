@@ -46,6 +46,7 @@ type LimitError struct {
 	Limit, Got int
 }
 
+// Error names the bound, its value and the document's.
 func (e *LimitError) Error() string {
 	switch e.Bound {
 	case "MaxConfigBytes":

@@ -45,7 +45,7 @@ func document(r *http.Request) (string, *problem) {
 }
 
 // validate is the editor's check as you type: the same validation as the
-// server's start-up (guard.ParseConfig), each bad field on a line, and
+// server's start-up (config.Parse), each bad field on a line, and
 // the diff against the running document.
 func (u *UI) validate(w http.ResponseWriter, r *http.Request) {
 	doc, p := document(r)
