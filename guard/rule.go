@@ -11,7 +11,8 @@ import (
 // Rule is one rate limit. See docs/contract.md §5 for the meaning of each
 // field; the tags name them as the configuration document writes them
 // (package config reads it, and Overage, When and Elastic from their
-// written forms).
+// written forms). The defaults named below are the document's: package
+// config fills them in; New takes a rule as it is.
 type Rule struct {
 	// Name identifies the rule in decisions, logs and metrics; unique.
 	Name string `yaml:"name"`
