@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard/identity"
 )
 

@@ -6,7 +6,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 )

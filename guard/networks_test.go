@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 )

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/internal/sim"
 )
 

@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/events"

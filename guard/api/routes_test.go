@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/users"
 	"github.com/otpguard/otpguard/internal/app"

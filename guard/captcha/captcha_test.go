@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard/captcha"
 	"github.com/otpguard/otpguard/guard/proof"
 )

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard"
 )
 

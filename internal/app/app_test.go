@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"

@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"

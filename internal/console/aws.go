@@ -21,7 +21,6 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard/emf"
 )
 

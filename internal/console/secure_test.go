@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard"
 )
 

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/internal/sim"
 )
 

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard/emf"
 	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/token"

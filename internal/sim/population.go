@@ -10,7 +10,6 @@ import (
 	"github.com/nyaruka/phonenumbers"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 )

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/localredis"

@@ -44,7 +44,6 @@ import (
 	ulule "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/otpguard/otpguard/config"
-
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
