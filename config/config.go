@@ -6,7 +6,7 @@
 // that depend on other fields, and validation, which names each bad
 // field by its path ([FieldError]).
 //
-// The rate-limiting engine, package guard, reads none of it directly:
+// The rate-limiting engine, package guard, never reads the document:
 // [Config.Engine] gives it the rules and the settings it runs by, and
 // the product's other parts (the API, the OTP codes, the CAPTCHA) read
 // their sections from a [Config].
@@ -30,11 +30,17 @@ func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
 // Config is the whole otpguard configuration document (docs/contract.md §5).
 // Its zero value is not usable; start from [Default] or [Parse].
 type Config struct {
-	OTP     OTPConfig     `yaml:"otp"`
-	Token   TokenConfig   `yaml:"token"`
+	// OTP configures verification codes and where SMS may go.
+	OTP OTPConfig `yaml:"otp"`
+	// Token configures the verification token.
+	Token TokenConfig `yaml:"token"`
+	// Network says how the client IP is found and grouped.
 	Network NetworkConfig `yaml:"network"`
-	Store   StoreConfig   `yaml:"store"`
-	Signup  SignupConfig  `yaml:"signup"`
+	// Store bounds calls to the store and sizes the deny cache.
+	Store StoreConfig `yaml:"store"`
+	// Signup says what a signup may carry.
+	Signup SignupConfig `yaml:"signup"`
+	// Devices configures trusted-device tokens.
 	Devices DevicesConfig `yaml:"devices"`
 	// Challenge configures the proofs a rule in mode challenge asks for.
 	Challenge ChallengeConfig `yaml:"challenge"`
