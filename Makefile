@@ -65,7 +65,7 @@ lint:
 ## its mutator on otpguard.lua (against the store tests); the kill rate per package and the
 ## surviving mutants. Runs under nice -n 19.
 MUTATE_PKGS ?= guard/token,guard/esdk,guard/captcha,guard/memstore,guard/redisstore
-MUTATE_OWN  ?= guard=./guard|./guard/memstore,./guard/api,./internal/app,./internal/triggers|./guard/redisstore;guard/api=./guard/api,./internal/triggers|./internal/app;guard/identity=./guard/identity|./guard/api,./internal/app;guard/pacer=./guard,./guard/api|./guard/redisstore
+MUTATE_OWN  ?= config=./config|./guard,./guard/api,./internal/app;guard=./guard|./guard/memstore,./guard/api,./internal/app,./internal/triggers|./guard/redisstore;guard/api=./guard/api,./internal/triggers|./internal/app;guard/identity=./guard/identity|./guard/api,./internal/app;guard/pacer=./guard,./guard/api|./guard/redisstore
 MUTATE_LUA  ?= true
 mutate: redis-server
 	cd tests/mutate && nice -n 19 $(GO) run . -root ../.. -pkgs '$(MUTATE_PKGS)' -own '$(MUTATE_OWN)' -lua=$(MUTATE_LUA) $(MUTATE_FLAGS)
@@ -83,7 +83,7 @@ bench: redis-server
 
 ## fuzz: each Go fuzz target for FUZZTIME (default 30s); make test runs their seed corpora
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./guard:FuzzParseEmail ./guard:FuzzParsePhone ./guard:FuzzParseIP ./guard:FuzzParseConfig \
+FUZZ_TARGETS := ./guard:FuzzParseEmail ./guard:FuzzParsePhone ./guard:FuzzParseIP ./config:FuzzParseConfig \
 	./guard/api:FuzzDecodeBytes ./guard/api:FuzzClientIP ./internal/apigw:FuzzRequest
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

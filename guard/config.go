@@ -1,202 +1,65 @@
 package guard
 
 import (
-	"bytes"
-	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 )
 
-//go:embed default.yaml
-var defaultYAML []byte
-
-// DefaultYAML returns the embedded default configuration document.
-func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
-
-// Config is the whole otpguard configuration document (docs/contract.md §5).
-// Its zero value is not usable; start from [DefaultConfig] or [ParseConfig].
+// Config is what a Guard runs by: its rules and the few settings of the
+// engine. Package config reads it from the product's configuration
+// document (config.Config.Engine), filled and validated; New checks only
+// what the engine cannot run without.
 type Config struct {
-	OTP     OTPConfig     `yaml:"otp"`
-	Token   TokenConfig   `yaml:"token"`
-	Network NetworkConfig `yaml:"network"`
-	Store   StoreConfig   `yaml:"store"`
-	Signup  SignupConfig  `yaml:"signup"`
-	Devices DevicesConfig `yaml:"devices"`
-	// Challenge configures the proofs a rule in mode challenge asks for.
-	Challenge ChallengeConfig `yaml:"challenge"`
-	// Rules replaces the default rules as a whole when given.
-	Rules []Rule `yaml:"rules"`
+	// Rules are the rate limits, in the order a decision reports them.
+	Rules []Rule
+	// StoreTimeout bounds one decision's work in the store; more than 0.
+	StoreTimeout time.Duration
+	// DenyCacheTTL caps how long a denial is answered from this
+	// process's cache; 0 turns the cache off.
+	DenyCacheTTL time.Duration
+	// DenyCacheSize bounds the number of cached denials; at least 1
+	// when the cache is on.
+	DenyCacheSize int
+	// IPv6Prefix is the prefix length an IPv6 client is counted by for
+	// the ip dimension, 1 to 128.
+	IPv6Prefix int
+	// DeviceTTL is how long a device token stays valid after it is
+	// issued; more than 0.
+	DeviceTTL time.Duration
 }
 
-// OTPConfig configures verification codes.
-type OTPConfig struct {
-	// Length is the number of digits of a code, 6 to 10. Default 6.
-	Length int `yaml:"length"`
-	// TTL is how long a code stays valid, at most 10m. Default 10m.
-	TTL time.Duration `yaml:"ttl"`
-	// MaxAttempts is how many wrong guesses burn a code. Default 5.
-	MaxAttempts int `yaml:"maxAttempts"`
-	// Purposes lists the accepted `purpose` values.
-	Purposes []string  `yaml:"purposes"`
-	SMS      SMSConfig `yaml:"sms"`
-}
-
-// SMSConfig restricts where SMS codes may go.
-type SMSConfig struct {
-	// DefaultRegion is the ISO 3166 region used to read national-format
-	// numbers. Default US.
-	DefaultRegion string `yaml:"defaultRegion"`
-	// AllowedCountries lists the regions SMS may be sent to; empty means all.
-	AllowedCountries []string `yaml:"allowedCountries"`
-	// AllowedTypes lists the accepted number types (see [PhoneTypes]).
-	// Default mobile and fixed_line_or_mobile.
-	AllowedTypes []string `yaml:"allowedTypes"`
-}
-
-// TokenConfig configures the verification token (JWT).
-type TokenConfig struct {
-	// TTL is the token lifetime. Default 5m.
-	TTL time.Duration `yaml:"ttl"`
-	// Issuer is the `iss` claim. Default otpguard.
-	Issuer string `yaml:"issuer"`
-}
-
-// NetworkConfig says how the client IP is found and grouped.
-type NetworkConfig struct {
-	// TrustedProxies lists the CIDRs whose forwarding headers are believed.
-	// Default none: only the connection's peer counts.
-	TrustedProxies []string `yaml:"trustedProxies"`
-	// IPv6Prefix is the prefix length an IPv6 client is counted by for the
-	// `ip` dimension, 32 to 128. Default 64.
-	IPv6Prefix int `yaml:"ipv6Prefix"`
-	// AllowedOrigins lists the web origins (scheme://host[:port]) whose
-	// browsers may call the public routes (CORS). Default none: browsers
-	// on other origins cannot post JSON to the API.
-	AllowedOrigins []string `yaml:"allowedOrigins"`
-	// ASNDatabase is the path of a MaxMind-format ASN database
-	// (GeoLite2-ASN, DB-IP ASN Lite) for the `asn` dimension. Default
-	// none: a rule keyed on asn is then a config error. It is read once
-	// at start-up and at each config refresh; nothing is downloaded.
-	ASNDatabase string `yaml:"asnDatabase"`
-}
-
-// ChallengeConfig configures the proofs of docs/contract.md §6.
-type ChallengeConfig struct {
-	// Captcha is the CAPTCHA provider that challenged sends, signups and
-	// custom actions are asked to solve. Required when such a rule is in
-	// mode challenge; logins are challenged with a step-up code instead.
-	Captcha *CaptchaConfig `yaml:"captcha"`
-}
-
-// CaptchaConfig is a CAPTCHA provider with a siteverify API (Cloudflare
-// Turnstile, hCaptcha and reCAPTCHA share its form). Its secret is not
-// here: CAPTCHA_SECRET locally, Secrets Manager on AWS.
-type CaptchaConfig struct {
-	// Provider is turnstile, hcaptcha or recaptcha.
-	Provider string `yaml:"provider"`
-	// VerifyURL is the siteverify endpoint. Default: the provider's.
-	VerifyURL string `yaml:"verifyUrl"`
-	// SiteKey is the public key the client's widget needs (it is in the
-	// 403 challenge_required answer).
-	SiteKey string `yaml:"siteKey"`
-	// Hostnames, when set, are the only hostnames a solved token may name.
-	Hostnames []string `yaml:"hostnames"`
-	// Timeout bounds a siteverify call. Default 3s.
-	Timeout time.Duration `yaml:"timeout"`
-}
-
-// CaptchaProviders are the providers and their siteverify endpoints.
-var CaptchaProviders = map[string]string{
-	"turnstile": "https://challenges.cloudflare.com/turnstile/v0/siteverify",
-	"hcaptcha":  "https://api.hcaptcha.com/siteverify",
-	"recaptcha": "https://www.google.com/recaptcha/api/siteverify",
-}
-
-// DevicesConfig configures trusted-device tokens (docs/contract.md §7).
-type DevicesConfig struct {
-	// TTL is how long a device token stays valid after it is issued (each
-	// successful login issues a fresh one). Default 180 days (4320h), 1h
-	// to 400 days.
-	TTL time.Duration `yaml:"ttl"`
-}
-
-// SignupConfig says what a signup may carry besides the email and the
-// password.
-type SignupConfig struct {
-	// Attributes lists the user attributes /v1/signup passes to the
-	// authenticator (Cognito's SignUp, the app's own endpoint); any other
-	// is refused (400), so a client cannot set email_verified or a
-	// custom: attribute your app trusts. Default name, given_name,
-	// family_name, locale, zoneinfo.
-	Attributes []string `yaml:"attributes"`
-}
-
-// StoreConfig bounds calls to the store.
-type StoreConfig struct {
-	// Timeout bounds one decision's work in Redis. Default 50ms.
-	Timeout time.Duration `yaml:"timeout"`
-	// DenyCache remembers denials in process (see [Guard]).
-	DenyCache DenyCacheConfig `yaml:"denyCache"`
-}
-
-// DenyCacheConfig sizes the in-process cache of denials.
-type DenyCacheConfig struct {
-	// TTL caps how long a denial is answered from the cache; 0 turns the
-	// cache off. Default 2s, at most 1m.
-	TTL time.Duration `yaml:"ttl"`
-	// Size bounds the number of cached denials. Default 10000.
-	Size int `yaml:"size"`
-}
-
-// DefaultConfig returns the embedded default configuration.
-func DefaultConfig() Config {
-	c, err := ParseConfig(nil)
-	if err != nil {
-		panic("guard: embedded default config is invalid: " + err.Error())
+// check reports the first setting or rule the engine cannot run: one
+// config.Parse refuses too, with the field named.
+func (c *Config) check() error {
+	switch {
+	case c.StoreTimeout <= 0:
+		return errors.New("guard: the store timeout must be more than 0")
+	case c.DenyCacheTTL < 0 || (c.DenyCacheTTL > 0 && c.DenyCacheSize < 1):
+		return errors.New("guard: the deny cache needs a ttl of 0 (off) or more and a size of at least 1")
+	case c.IPv6Prefix < 1 || c.IPv6Prefix > 128:
+		return fmt.Errorf("guard: the IPv6 prefix must be 1 to 128 bits, got %d", c.IPv6Prefix)
+	case c.DeviceTTL <= 0:
+		return errors.New("guard: the device token lifetime must be more than 0")
 	}
-	return c
-}
-
-// fill sets the defaults that depend on other fields.
-func (c *Config) fill() {
-	if cp := c.Challenge.Captcha; cp != nil {
-		if cp.VerifyURL == "" {
-			cp.VerifyURL = CaptchaProviders[cp.Provider]
+	names := make(map[string]bool, len(c.Rules))
+	states := make(map[string]string, len(c.Rules))
+	for _, r := range c.Rules {
+		switch {
+		case names[r.Name]:
+			return fmt.Errorf("guard: two rules are named %q", r.Name)
+		case !slices.Contains(Algorithms, r.Algorithm):
+			return fmt.Errorf("guard: rule %s: unknown algorithm %q", r.Name, r.Algorithm)
+		case len(r.Key) == 0 || r.Limit < 1 || r.Limit > MaxLimit || r.Window <= 0:
+			return fmt.Errorf("guard: rule %s needs a key, a limit of 1 to %d and a window", r.Name, int64(MaxLimit))
 		}
-		if cp.Timeout == 0 {
-			cp.Timeout = 3 * time.Second
+		names[r.Name] = true
+		state := dimsKey(r.Key) + "\x01" + r.StateID()
+		if other, ok := states[state]; ok {
+			return fmt.Errorf("guard: rules %s and %s are keyed alike and share one state id", other, r.Name)
 		}
+		states[state] = r.Name
 	}
-	for i := range c.Rules {
-		r := &c.Rules[i]
-		if r.Algorithm == "" {
-			r.Algorithm = FixedWindow
-		}
-		if r.Count == "" {
-			r.Count = CountRequests
-			if r.Algorithm == Ratio {
-				r.Count = CountFailures // a ratio of failures
-			}
-		}
-		if r.Algorithm == Ratio && r.Min == 0 {
-			r.Min = 20
-		}
-		if r.Mode == "" {
-			r.Mode = ModeEnforce
-		}
-		if r.Mode == ModeChallenge && r.Fallback == "" {
-			r.Fallback = "deny"
-		}
-		if r.Mode == ModeSoft && r.Overage == 0 {
-			r.Overage = 0.10
-		}
-		if r.OnStoreError == "" {
-			r.OnStoreError = "deny"
-			if r.Action == "login" || r.Action == "signup" {
-				r.OnStoreError = "allow"
-			}
-		}
-		if r.Lockout != nil && r.Lockout.Reset == 0 {
-			r.Lockout.Reset = 24 * time.Hour
-		}
-	}
+	return nil
 }

@@ -3,8 +3,14 @@
 // rules counted in a Store (Redis) per identifier: per email or phone,
 // per IP and IP network, per account, per phone country and prefix, and
 // globally. It is the domain of otpguard: no HTTP, no AWS, no Redis key
-// format; package redisstore is the Store on Redis, package memstore the
-// in-process backstop, package api the HTTP API around it.
+// format, no YAML; package redisstore is the Store on Redis, package
+// memstore the in-process backstop, package api the HTTP API around it.
+//
+// A Guard runs by a [Config]: its rules and the few settings the engine
+// reads (the store timeout, the deny cache, the IPv6 prefix, the device
+// token lifetime). The product's configuration document, of which these
+// are a part, is package config's: it parses, fills and validates the
+// YAML and gives the engine its part (config.Config.Engine).
 //
 // # An attempt, from start to end
 //

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
@@ -37,8 +36,8 @@ func TestParseASN(t *testing.T) {
 // TestParseDimension: each dimension reads its own kind of value; a
 // prefix is + and 1 to 15 digits.
 func TestParseDimension(t *testing.T) {
-	cfg := guard.DefaultConfig()
-	p := identity.Policy(cfg)
+	cfg := config.Default()
+	p := cfg.OTP.SMS.Policy()
 	for _, c := range []struct {
 		dim, value string
 		check      func(guard.Subject) bool
@@ -130,54 +129,6 @@ func TestRulesListsWhatMayApply(t *testing.T) {
 	}
 }
 
-// TestARatioRuleIsWrittenBackAsRead: a rule written back (the console's
-// config page) keeps a ratio's percent sign, and nothing else gains one.
-func TestARatioRuleIsWrittenBackAsRead(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte(`rules:
-  - {name: ratio, action: login, key: [ip], algorithm: ratio, limit: 50%, min: 4, window: 1h}
-  - {name: plain, action: login, key: [ip], limit: 50, window: 1h}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := yaml.Marshal(cfg.Rules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(out), "limit: 50%") || strings.Count(string(out), "%") != 1 || !strings.Contains(string(out), "limit: 50\n") {
-		t.Fatalf("written back:\n%s", out)
-	}
-	again, err := guard.ParseConfig(append([]byte("rules:\n"), out...))
-	if err != nil || !slices.EqualFunc(again.Rules, cfg.Rules, func(a, b guard.Rule) bool {
-		return a.Name == b.Name && a.Limit == b.Limit && a.Algorithm == b.Algorithm
-	}) {
-		t.Errorf("read again: %v %+v", err, again.Rules)
-	}
-}
-
-// TestConfigListsAndPrefixes: a when's values are one name or a list of
-// names (not a mapping); trusted proxies are addresses or CIDRs, checked.
-func TestConfigListsAndPrefixes(t *testing.T) {
-	for _, doc := range []string{
-		"rules:\n  - {name: r, action: otp.send, key: [destination], when: {channel: sms}, limit: 5, window: 1h}\n",
-		"rules:\n  - {name: r, action: otp.send, key: [destination], when: {channel: [sms, email]}, limit: 5, window: 1h}\n",
-		"network: {trustedProxies: [10.0.0.0/8, \"192.0.2.7\", \"2001:db8::/32\"]}\n",
-	} {
-		if _, err := guard.ParseConfig([]byte(doc)); err != nil {
-			t.Errorf("%s: %v", doc, err)
-		}
-	}
-	for _, doc := range []string{
-		"rules:\n  - {name: r, action: otp.send, key: [destination], when: {channel: {a: b}}, limit: 5, window: 1h}\n",
-		"network: {trustedProxies: [10.0.0.0/99]}\n",
-		"network: {trustedProxies: [10.0.0.300]}\n",
-	} {
-		if _, err := guard.ParseConfig([]byte(doc)); err == nil {
-			t.Errorf("%s: accepted", doc)
-		}
-	}
-}
-
 // switchable is a store that counts its calls and fails while down.
 type switchable struct {
 	guard.Store
@@ -199,11 +150,11 @@ const secret = "a test secret of 32 bytes, padded"
 // when either is refused.
 func newGuard(t *testing.T, doc string, store guard.Store, opts guard.Options) *guard.Guard {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte(doc))
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, store, opts)
+	g, err := guard.New(cfg.Engine(), store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,18 +265,6 @@ func TestWhatTheBackstopDecidedIsSettledInTheBackstop(t *testing.T) {
 	}
 }
 
-// TestACaptchaHasADefaultTimeout: a provider's calls are bounded at 3s
-// unless the config says otherwise.
-func TestACaptchaHasADefaultTimeout(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte("challenge: {captcha: {provider: turnstile, siteKey: k}}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := cfg.Challenge.Captcha; c == nil || c.Timeout != 3*time.Second || c.VerifyURL == "" {
-		t.Fatalf("%+v", c)
-	}
-}
-
 // trustedGuard is a guard with rules for trusted and untrusted devices
 // and a device token of ann's.
 func trustedGuard(t *testing.T, rules string) (*guard.Guard, string) {
@@ -409,18 +348,6 @@ func TestAnUnblockKeepsWhatTheAccountProved(t *testing.T) {
 	}
 }
 
-// TestATokenLivesUpToADay: token.ttl is more than 0 and at most 24h.
-func TestATokenLivesUpToADay(t *testing.T) {
-	if c, err := guard.ParseConfig([]byte("token: {ttl: 24h}\n")); err != nil || c.Token.TTL != 24*time.Hour {
-		t.Errorf("a day: %v", err)
-	}
-	for _, ttl := range []string{"24h0m0.001s", "0s", "-1s"} {
-		if _, err := guard.ParseConfig([]byte("token: {ttl: " + ttl + "}\n")); err == nil || !strings.Contains(err.Error(), "token.ttl") {
-			t.Errorf("%s: %v", ttl, err)
-		}
-	}
-}
-
 // TestAddressesAtTheirEdges: every letter and digit range of an unquoted
 // local part, and the reasons a domain or a number is refused.
 func TestAddressesAtTheirEdges(t *testing.T) {
@@ -436,8 +363,8 @@ func TestAddressesAtTheirEdges(t *testing.T) {
 			t.Errorf("%q: %v, want %q", in, err, want)
 		}
 	}
-	cfg := guard.DefaultConfig()
-	if _, err := identity.ParsePhone("+1 123 456 7890", identity.Policy(cfg)); err == nil || !strings.Contains(err.Error(), "not a valid phone number") {
+	cfg := config.Default()
+	if _, err := identity.ParsePhone("+1 123 456 7890", cfg.OTP.SMS.Policy()); err == nil || !strings.Contains(err.Error(), "not a valid phone number") {
 		t.Errorf("a number of no area code: %v", err)
 	}
 }
@@ -498,7 +425,7 @@ func TestPacerAndElasticBounds(t *testing.T) {
 			t.Errorf("a pacer of %d per %s, timeout %s", c.limit, c.per, c.deadline)
 		}
 	}
-	_, err := guard.ParseConfig([]byte("rules:\n  - {name: r, action: otp.send, key: [destination], algorithm: sliding_window, count: failures, limit: 2, window: 24h, elastic: {ratio: 2000%}}\n"))
+	_, err := config.Parse([]byte("rules:\n  - {name: r, action: otp.send, key: [destination], algorithm: sliding_window, count: failures, limit: 2, window: 24h, elastic: {ratio: 2000%}}\n"))
 	if err == nil || !strings.Contains(err.Error(), "got 2000%") {
 		t.Errorf("an elastic ratio of 2000%%: %v", err)
 	}

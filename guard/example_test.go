@@ -3,7 +3,7 @@ package guard_test
 import (
 	"fmt"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/identity"
 )
 
@@ -24,8 +24,8 @@ func ExampleParseEmail() {
 }
 
 func ExampleParsePhone() {
-	cfg := guard.DefaultConfig()
-	policy := identity.Policy(cfg)
+	cfg := config.Default()
+	policy := cfg.OTP.SMS.Policy()
 	for _, s := range []string{"(201) 555-0123", "+44 7400 123456", "+1 900 555 0123"} {
 		d, err := identity.ParsePhone(s, policy)
 		fmt.Println(d.Address, d.Country, d.Prefix, err)

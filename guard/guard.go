@@ -240,12 +240,14 @@ type rule struct {
 	filtersDevice          bool
 }
 
-// New returns a Guard for a validated configuration.
+// New returns a Guard for a validated configuration (config.Parse
+// validates one, and its Engine method gives it). It refuses what the
+// engine cannot run: see [Config].
 func New(cfg Config, store Store, opts Options) (*Guard, error) {
 	if len(opts.Secret) < 16 {
 		return nil, errors.New("guard: the key-hashing secret must be at least 16 bytes")
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
 	if opts.Clock == nil {
@@ -255,8 +257,8 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		store:     store,
 		backstop:  opts.Backstop,
 		secret:    slices.Clone(opts.Secret),
-		timeout:   cfg.Store.Timeout,
-		ipv6Bits:  cfg.Network.IPv6Prefix,
+		timeout:   cfg.StoreTimeout,
+		ipv6Bits:  cfg.IPv6Prefix,
 		byAction:  map[string][]*rule{},
 		byName:    map[string]*rule{},
 		clock:     opts.Clock,
@@ -265,10 +267,10 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		unblocked: opts.Unblocked,
 		networks:  opts.Networks,
 	}
-	g.devices = newDevices(g.secret, cfg.Devices.TTL)
+	g.devices = newDevices(g.secret, cfg.DeviceTTL)
 	g.macs.New = func() any { return &macState{h: hmac.New(sha256.New, g.secret)} }
-	if cfg.Store.DenyCache.TTL > 0 {
-		g.cache = newDenyCache(cfg.Store.DenyCache.TTL, cfg.Store.DenyCache.Size)
+	if cfg.DenyCacheTTL > 0 {
+		g.cache = newDenyCache(cfg.DenyCacheTTL, cfg.DenyCacheSize)
 	}
 	packs := packing(cfg.Rules)
 	for _, r := range cfg.Rules {
@@ -299,13 +301,13 @@ func compile(r Rule, packs map[string]time.Duration) *rule {
 		cr.onTrusted, cr.onUntrusted = slices.Contains(vs, DeviceTrusted), slices.Contains(vs, DeviceUntrusted)
 	}
 	if r.Mode == ModeSoft {
-		cr.limit += int64(float64(r.Limit) * float64(r.Overage))
+		cr.limit += int64(float64(r.Limit) * r.Overage)
 	}
 	cr.spec = &Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
 		Enforce: r.Mode != ModeShadow, Challenge: r.Mode == ModeChallenge, Failures: r.Count == CountFailures,
 		Keep: r.Remember, Lockout: r.Lockout, Min: r.Min}
 	if r.Elastic != nil {
-		cr.spec.Elastic = float64(r.Elastic.Ratio)
+		cr.spec.Elastic = r.Elastic.Ratio
 	}
 	if ttl, ok := packs[dimsKey(r.Key)]; ok && r.Algorithm.packable() {
 		cr.spec.Packed, cr.spec.PackTTL = true, ttl

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // One key hashes to one tag; different keys and networks do not.
 func TestSubjectHashFoldsVariants(t *testing.T) {
-	g, err := New(DefaultConfig(), nil, Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}})
+	g, err := New(testConfig(), nil, Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +65,8 @@ func TestSubjectHashFoldsVariants(t *testing.T) {
 // different secret changes entirely, so no one without the secret can
 // test a guess against a key.
 func TestTagsAreKeyedAnd128Bits(t *testing.T) {
-	a, _ := New(DefaultConfig(), nil, Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}})
-	b, _ := New(DefaultConfig(), nil, Options{Secret: []byte("0123456789abcdeF"), Backstop: nopStore{}})
+	a, _ := New(testConfig(), nil, Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}})
+	b, _ := New(testConfig(), nil, Options{Secret: []byte("0123456789abcdeF"), Backstop: nopStore{}})
 	d := Destination{Channel: SMS, Address: "+12015550123", Key: "+12015550123", Country: "US", Prefix: "+1201555", Type: "fixed_line_or_mobile"}
 	s := Subject{Destination: d, IP: netip.MustParseAddr("192.0.2.1"), Account: "victim"}
 	for _, r := range a.all {
@@ -108,6 +110,25 @@ func TestTagsAreKeyedAnd128Bits(t *testing.T) {
 	if got := a.valueHash("ip", "203.0.113.9"); got != want {
 		t.Errorf("value hash %q, want HMAC-SHA256/64 %q", got, want)
 	}
+}
+
+// testConfig is an engine configuration with a rule keyed on each
+// dimension but asn (which needs Options.Networks), as the default
+// rules are: otp.send's first rule is keyed on the destination.
+func testConfig() Config {
+	c := Config{StoreTimeout: 50 * time.Millisecond, DenyCacheTTL: 2 * time.Second, DenyCacheSize: 100, IPv6Prefix: 64, DeviceTTL: time.Hour}
+	for _, d := range Dimensions {
+		if d == "asn" {
+			continue
+		}
+		name := "per-" + strings.ReplaceAll(d, "/", "")
+		if d == "destination" || d == "ip" {
+			name = "otp-send-per-" + d
+		}
+		c.Rules = append(c.Rules, Rule{Name: name, Action: "otp.send", Key: []string{d}, Limit: 2, Window: time.Minute,
+			Algorithm: FixedWindow, Count: CountRequests, Mode: ModeEnforce, OnStoreError: "allow"})
+	}
+	return c
 }
 
 type nopStore struct{}

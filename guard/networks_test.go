@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 )
@@ -34,11 +35,11 @@ func TestEachNetworkDimensionCountsItsOwnNetwork(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.dim+" "+c.a, func(t *testing.T) {
-			cfg, err := guard.ParseConfig([]byte(fmt.Sprintf("store: {denyCache: {ttl: 0s}}\nrules:\n  - {name: n, action: otp.send, key: [%s], limit: 2, window: 1h}\n", c.dim)))
+			cfg, err := config.Parse([]byte(fmt.Sprintf("store: {denyCache: {ttl: 0s}}\nrules:\n  - {name: n, action: otp.send, key: [%s], limit: 2, window: 1h}\n", c.dim)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := guard.New(cfg, memstore.New(nil), guard.Options{Secret: []byte("test-secret-0123456789")})
+			g, err := guard.New(cfg.Engine(), memstore.New(nil), guard.Options{Secret: []byte("test-secret-0123456789")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,11 +67,11 @@ func TestEachNetworkDimensionCountsItsOwnNetwork(t *testing.T) {
 // rule alone, a client rotating through the /64s of its /56 is held to
 // that rule's limit; its neighbour /56 keeps its own budget.
 func TestOnlyTheSlash56RuleStopsAnIPv6Rotation(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte("store: {denyCache: {ttl: 0s}}\nrules:\n  - {name: failed-accounts-per-ip56, action: login, key: [ip/56], algorithm: distinct, of: account, count: failures, limit: 5, window: 1h}\n"))
+	cfg, err := config.Parse([]byte("store: {denyCache: {ttl: 0s}}\nrules:\n  - {name: failed-accounts-per-ip56, action: login, key: [ip/56], algorithm: distinct, of: account, count: failures, limit: 5, window: 1h}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, memstore.New(nil), guard.Options{Secret: []byte("test-secret-0123456789"), Backstop: memstore.New(nil)})
+	g, err := guard.New(cfg.Engine(), memstore.New(nil), guard.Options{Secret: []byte("test-secret-0123456789"), Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

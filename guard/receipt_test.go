@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
@@ -20,7 +21,7 @@ import (
 // again, or as a void attempt twice, it gives back nothing more than was
 // taken.
 func TestAReceiptSettlesEveryRuleItTook(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte(`rules:
+	cfg, err := config.Parse([]byte(`rules:
   - {name: accounts-per-ip, action: login, key: [ip], algorithm: distinct, of: account, count: failures, limit: 3, window: 1h}
   - {name: per-account, action: login, key: [account], count: failures, limit: 2, window: 1h}
   - {name: ratio-per-ip16, action: login, key: [ip/16], algorithm: ratio, limit: 80%, min: 2, window: 1h}
@@ -29,7 +30,7 @@ func TestAReceiptSettlesEveryRuleItTook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Backstop: memstore.New(time.Now)})
+	g, err := guard.New(cfg.Engine(), memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Backstop: memstore.New(time.Now)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestAReceiptSettlesEveryRuleItTook(t *testing.T) {
 // every rule took (attempts, failures, a sliding window, a token bucket,
 // a distinct member); a success or a second void gives nothing more.
 func TestAVoidReceiptGivesBackEveryUnitOnce(t *testing.T) {
-	cfg, err := guard.ParseConfig([]byte(`rules:
+	cfg, err := config.Parse([]byte(`rules:
   - {name: per-destination, action: otp.send, key: [destination], limit: 2, window: 1h}
   - {name: sliding, action: otp.send, key: [destination], algorithm: sliding_window, limit: 3, window: 1h}
   - {name: bucket, action: otp.send, key: [global], algorithm: token_bucket, limit: 4, window: 1h}
@@ -115,7 +116,7 @@ func TestAVoidReceiptGivesBackEveryUnitOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Backstop: memstore.New(time.Now)})
+	g, err := guard.New(cfg.Engine(), memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded"), Backstop: memstore.New(time.Now)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,18 @@
 package guard
 
 import (
-	"fmt"
-	"math"
-	"strconv"
+	"crypto/sha256"
+	"encoding/base64"
+	"slices"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
-// Rule is one rate limit. See docs/contract.md §5 for the meaning of each field.
+// Rule is one rate limit. See docs/contract.md §5 for the meaning of each
+// field; the tags name them as the configuration document writes them
+// (package config reads it, and Overage, When and Elastic from their
+// written forms). The defaults named below are the document's: package
+// config fills them in; New takes a rule as it is.
 type Rule struct {
 	// Name identifies the rule in decisions, logs and metrics; unique.
 	Name string `yaml:"name"`
@@ -23,8 +25,8 @@ type Rule struct {
 	// values are counted per key (for example account per ip).
 	Of string `yaml:"of"`
 	// Limit is how many requests (or failures) the window admits; for
-	// the ratio algorithm, the failure ratio that denies, written as a
-	// percentage ("80%").
+	// the ratio algorithm, the failure ratio that denies, in percent
+	// (80 for 80%, written "80%" in the document).
 	Limit int64 `yaml:"limit"`
 	// Min is, for the ratio algorithm, how many attempts the window must
 	// have seen before the ratio may deny. Default 20.
@@ -50,11 +52,11 @@ type Rule struct {
 	// Mode is "enforce" (default), "shadow" or "soft".
 	Mode string `yaml:"mode"`
 	// Overage is how far above Limit a soft rule still allows, as a
-	// fraction ("10%" or 0.1). Only with mode soft; default 10%.
-	Overage Percent `yaml:"overage"`
+	// fraction (0.1 for 10%). Only with mode soft; default 10%.
+	Overage float64 `yaml:"-"`
 	// When restricts the rule to requests whose attributes match: each
 	// attribute must equal one of the listed values.
-	When map[string]StringList `yaml:"when"`
+	When map[string][]string `yaml:"-"`
 	// Lockout, with count failures, locks the subject out when failures
 	// reach Limit, for progressively longer periods.
 	Lockout *Lockout `yaml:"lockout"`
@@ -71,39 +73,18 @@ type Rule struct {
 	// Elastic lets a sliding_window rule with count failures admit more
 	// as its verified traffic grows: its limit becomes max(limit, ratio ×
 	// the successes on the same key in the window).
-	Elastic *Elastic `yaml:"elastic"`
+	Elastic *Elastic `yaml:"-"`
 	// Fallback is, for a login rule in mode challenge, what happens to
 	// an account that has no verified address to send a step-up code to:
 	// deny (the default) or allow.
 	Fallback string `yaml:"fallback"`
-
-	percent bool // Limit was written as a percentage
 }
 
 // Elastic is a limit that follows verified traffic (see [Rule.Elastic]).
 type Elastic struct {
 	// Ratio is the share of the window's successes that becomes the
-	// limit, when that is more than the rule's own ("20%").
-	Ratio Percent `yaml:"ratio"`
-}
-
-// MarshalYAML writes a rule back as it was read (a ratio's limit with
-// its percent sign).
-func (r Rule) MarshalYAML() (any, error) {
-	type plain Rule
-	var n yaml.Node
-	if err := n.Encode(plain(r)); err != nil {
-		return nil, err
-	}
-	if r.percent {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == "limit" {
-				n.Content[i+1].Value += "%"
-				n.Content[i+1].Tag = "!!str"
-			}
-		}
-	}
-	return &n, nil
+	// limit, when that is more than the rule's own (0.2 for 20%).
+	Ratio float64
 }
 
 // Lease sizes a rule's quota leases: a process takes up to Units at once
@@ -122,41 +103,6 @@ type Lockout struct {
 	Max     time.Duration `yaml:"max"`
 	// Reset is how long the lockout count is remembered. Default 24h.
 	Reset time.Duration `yaml:"reset"`
-}
-
-// Percent is a fraction written as "10%" or 0.1.
-type Percent float64
-
-// UnmarshalYAML accepts "10%" and plain numbers.
-func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
-	s := strings.TrimSpace(n.Value)
-	div := 1.0
-	if strings.HasSuffix(s, "%") {
-		s, div = strings.TrimSuffix(s, "%"), 100
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("line %d: %q is not a percentage", n.Line, n.Value)
-	}
-	*p = Percent(f / div)
-	return nil
-}
-
-// StringList is a list that may be written as a single scalar.
-type StringList []string
-
-// UnmarshalYAML accepts a scalar or a sequence of scalars.
-func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		*l = StringList{n.Value}
-		return nil
-	}
-	var s []string
-	if err := n.Decode(&s); err != nil {
-		return err
-	}
-	*l = s
-	return nil
 }
 
 // Algorithm names a rate-limiting algorithm.
@@ -187,9 +133,6 @@ func (a Algorithm) packable() bool {
 // Dimensions lists every dimension a rule may key on.
 var Dimensions = []string{"destination", "ip", "ip/56", "ip/48", "ip/24", "ip/16", "asn", "account", "device", "country", "prefix", "global"}
 
-// Filters lists the request attributes a rule's `when` may match.
-var Filters = []string{"channel", "purpose", "device"}
-
 // The values of the device attribute (see [Request.Device]).
 const (
 	DeviceTrusted   = "trusted"
@@ -210,11 +153,26 @@ const (
 	CountHeld      = "held"
 )
 
-// Bounds on rules, checked by [Config.Validate].
-const (
-	MinWindow = 100 * time.Millisecond
-	MaxWindow = 30 * 24 * time.Hour
-	MaxLimit  = 1 << 40
-	// MaxRemember bounds the values a distinct set keeps (Rule.Remember).
-	MaxRemember = 10000
-)
+// MaxLimit bounds a rule's limit, and any number of units the engine
+// takes or gives back at once.
+const MaxLimit = 1 << 40
+
+// StateID is the short name of the rule's state among the rules keyed
+// on the same dimensions (12 bits of a hash of its name and algorithm: a
+// new algorithm never reads an old one's state). Two rules keyed alike
+// must not share one.
+func (r Rule) StateID() string { return ruleID(r.Name, r.Algorithm) }
+
+// dimsKey names a set of dimensions whatever their order.
+func dimsKey(dims []string) string {
+	s := slices.Clone(dims)
+	slices.Sort(s)
+	return strings.Join(s, "\x00")
+}
+
+// ruleID is the short name of a rule's state among the rules keyed on the
+// same dimensions (see [Rule.StateID]).
+func ruleID(name string, alg Algorithm) string {
+	sum := sha256.Sum256([]byte(name + "\x00" + string(alg)))
+	return base64.RawURLEncoding.EncodeToString(sum[:2])[:2]
+}

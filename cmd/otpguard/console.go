@@ -11,8 +11,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/emf"
 	"github.com/otpguard/otpguard/guard/events"
@@ -38,7 +39,7 @@ func runConsole(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	var backend console.Backend
 	if *stack != "" {
-		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(*region))
+		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(*region))
 		if err != nil {
 			return fmt.Errorf("AWS credentials: %w", err)
 		}
@@ -94,7 +95,7 @@ func watchConfig(ctx context.Context, file *console.ConfigFile, a *app.App, log 
 		case <-t.C:
 		}
 		b, err := readConfig(file.Path)
-		var tooLong *guard.LimitError
+		var tooLong *config.LimitError
 		if (err != nil && !errors.As(err, &tooLong)) || string(b) == rejected {
 			continue // unreadable (being replaced?): read again in a second
 		}
@@ -115,8 +116,8 @@ func watchConfig(ctx context.Context, file *console.ConfigFile, a *app.App, log 
 }
 
 // configApplied logs and publishes a document put in force.
-func configApplied(a *app.App, log *slog.Logger) func(string, guard.Config) {
-	return func(doc string, cfg guard.Config) {
+func configApplied(a *app.App, log *slog.Logger) func(string, config.Config) {
+	return func(doc string, cfg config.Config) {
 		id := console.DocID(doc)
 		log.Info("config reloaded", "config", id)
 		a.Server().Publish(context.Background(), events.Event{DetailType: events.ConfigApplied, Detail: map[string]any{"config": id, "rules": len(cfg.Rules)}}, id, 24*time.Hour)

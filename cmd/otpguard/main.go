@@ -46,6 +46,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/events"
@@ -135,7 +136,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 // with the config file at cfgPath (its text doc) watched and applied.
 func serveApp(ctx context.Context, getenv func(string) string, stdout io.Writer, log *slog.Logger, handler *app.App,
 	tokens console.Tokens, stats *console.Stats, cfgPath, doc string, key ed25519.PrivateKey) error {
-	file := console.NewConfigFile(cfgPath, doc, func(c guard.Config) error { return handler.Reload(c, app.Keys{Signing: key}) })
+	file := console.NewConfigFile(cfgPath, doc, func(c config.Config) error { return handler.Reload(c, app.Keys{Signing: key}) })
 	file.Applied = configApplied(handler, log)
 	go watchConfig(ctx, file, handler, log)
 	// The console's routes beside the API's; every other path (unclean
@@ -312,24 +313,24 @@ func secrets(getenv func(string) string) ([]byte, ed25519.PrivateKey, error) {
 	return secret, key, nil
 }
 
-func loadConfig(path string) (guard.Config, string, error) {
+func loadConfig(path string) (config.Config, string, error) {
 	if path == "" {
-		return guard.DefaultConfig(), string(guard.DefaultYAML()), nil
+		return config.Default(), string(config.DefaultYAML()), nil
 	}
 	doc, err := readConfig(path)
 	if err != nil {
-		return guard.Config{}, "", fmt.Errorf("GUARD_CONFIG: %w", err)
+		return config.Config{}, "", fmt.Errorf("GUARD_CONFIG: %w", err)
 	}
-	cfg, err := guard.ParseConfig(doc)
+	cfg, err := config.Parse(doc)
 	if err != nil {
-		return guard.Config{}, "", fmt.Errorf("GUARD_CONFIG %s: %w", path, err)
+		return config.Config{}, "", fmt.Errorf("GUARD_CONFIG %s: %w", path, err)
 	}
 	return cfg, string(doc), nil
 }
 
 // readConfig reads the GUARD_CONFIG file, never more than one byte over
-// guard.MaxConfigBytes, whatever the path names (a huge file, a device):
-// a longer one is a guard.LimitError naming the bound (with its first
+// config.MaxConfigBytes, whatever the path names (a huge file, a device):
+// a longer one is a config.LimitError naming the bound (with its first
 // bytes, by which the watcher knows it again).
 func readConfig(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -337,13 +338,13 @@ func readConfig(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, guard.MaxConfigBytes+1))
-	if err != nil || len(b) <= guard.MaxConfigBytes {
+	b, err := io.ReadAll(io.LimitReader(f, config.MaxConfigBytes+1))
+	if err != nil || len(b) <= config.MaxConfigBytes {
 		return b, err
 	}
 	size := len(b)
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		size = int(fi.Size())
 	}
-	return b, &guard.LimitError{Bound: "MaxConfigBytes", Limit: guard.MaxConfigBytes, Got: size}
+	return b, &config.LimitError{Bound: "MaxConfigBytes", Limit: config.MaxConfigBytes, Got: size}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
@@ -126,7 +126,7 @@ func TestRunRejectsABadConfigNamingTheField(t *testing.T) {
 	}
 }
 
-// A GUARD_CONFIG file over guard.MaxConfigBytes fails start-up naming the
+// A GUARD_CONFIG file over config.MaxConfigBytes fails start-up naming the
 // bound and the file's size, and is read no further than the bound.
 func TestRunRefusesAnOversizedConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big.yaml")
@@ -134,11 +134,11 @@ func TestRunRefusesAnOversizedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := run(context.Background(), func(k string) string { return map[string]string{"GUARD_CONFIG": path}[k] }, io.Discard, io.Discard)
-	if want := "GUARD_CONFIG: config: the document is 10485760 bytes; at most 262144 (guard.MaxConfigBytes)"; err == nil || err.Error() != want {
+	if want := "GUARD_CONFIG: config: the document is 10485760 bytes; at most 262144 (config.MaxConfigBytes)"; err == nil || err.Error() != want {
 		t.Fatalf("run: %v, want %s", err, want)
 	}
 	b, err := readConfig(path)
-	if len(b) != guard.MaxConfigBytes+1 || err == nil {
+	if len(b) != config.MaxConfigBytes+1 || err == nil {
 		t.Fatalf("readConfig read %d bytes (%v), want the bound and one", len(b), err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/internal/sim"
 )
 
@@ -34,7 +34,7 @@ func main() {
 var previousDefaults []byte
 
 func run() error {
-	config := flag.String("config", "", "a config (YAML) to compare with the others")
+	configPath := flag.String("config", "", "a config (YAML) to compare with the others")
 	seed := flag.Uint64("seed", 1, "the generators' seed: the same seed, the same day")
 	usersN := flag.Int("users", 100_000, "legitimate users")
 	scale := flag.Float64("scale", 1, "attack volume multiplier")
@@ -42,7 +42,7 @@ func run() error {
 	only := flag.String("only", "", "the columns to run, comma-separated (default: all)")
 	flag.Parse()
 
-	configs, err := columns(*config, *only)
+	configs, err := columns(*configPath, *only)
 	if err != nil {
 		return err
 	}
@@ -70,38 +70,38 @@ func run() error {
 // named is a configuration and the name of its column.
 type named struct {
 	name string
-	cfg  guard.Config
+	cfg  config.Config
 }
 
 // columns are the configurations to simulate: the default rules, with an
-// ASN database, the previous release's, none, and config's if it names a
+// ASN database, the previous release's, none, and path's if it names a
 // file; only those only names if it is set.
-func columns(config, only string) ([]named, error) {
-	previous, err := guard.ParseConfig(previousDefaults)
+func columns(path, only string) ([]named, error) {
+	previous, err := config.Parse(previousDefaults)
 	if err != nil {
 		return nil, err
 	}
-	none, err := guard.ParseConfig([]byte("rules: []\n"))
+	none, err := config.Parse([]byte("rules: []\n"))
 	if err != nil {
 		return nil, err
 	}
 	// The default rules once network.asnDatabase names a database: the
 	// simulation's own (see internal/sim).
-	withASN, err := guard.ParseConfig([]byte("network: {asnDatabase: simulated}\n"))
+	withASN, err := config.Parse([]byte("network: {asnDatabase: simulated}\n"))
 	if err != nil {
 		return nil, err
 	}
-	configs := []named{{"default", guard.DefaultConfig()}, {"default + ASN db", withASN}, {"previous defaults", previous}, {"no guard", none}}
-	if config != "" {
-		doc, err := os.ReadFile(config)
+	configs := []named{{"default", config.Default()}, {"default + ASN db", withASN}, {"previous defaults", previous}, {"no guard", none}}
+	if path != "" {
+		doc, err := os.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}
-		c, err := guard.ParseConfig(doc)
+		c, err := config.Parse(doc)
 		if err != nil {
 			return nil, err
 		}
-		configs = append(configs, named{filepath.Base(config), c})
+		configs = append(configs, named{filepath.Base(path), c})
 	}
 	if only != "" {
 		keep := strings.Split(only, ",")

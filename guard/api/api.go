@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/events"
@@ -121,7 +122,7 @@ func (s *Server) proved(ctx context.Context, action, rule string, passed bool) {
 
 // Deps is what the API is built on; the composition root builds them.
 type Deps struct {
-	Config guard.Config
+	Config config.Config
 	Guard  *guard.Guard
 	Codes  *otp.Codes
 	// Tokens signs the verify route's tokens (and the local users' login
@@ -180,7 +181,7 @@ func NewServer(d Deps) (*Server, error) {
 	case d.Log == nil:
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{Deps: d, trusted: d.Config.TrustedProxyPrefixes(), policy: identity.Policy(d.Config),
+	s := &Server{Deps: d, trusted: d.Config.TrustedProxyPrefixes(), policy: d.Config.OTP.SMS.Policy(),
 		origins: d.Config.Network.AllowedOrigins, mux: http.NewServeMux(), resend: resendPace(d.Config)}
 	s.routes()
 	return s, nil

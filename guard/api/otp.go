@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/otp"
@@ -302,7 +303,7 @@ func (s *Server) checkPurpose(purpose string, errs map[string]string) {
 // shortest window, in whole seconds. It describes the configuration, the
 // same for every send, so a caller learns nothing from it about sends
 // someone else made to the address (a count-based answer would).
-func resendPace(c guard.Config) int {
+func resendPace(c config.Config) int {
 	var pace time.Duration
 	var window time.Duration
 	for _, r := range c.Rules {

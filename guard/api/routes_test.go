@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/users"
 	"github.com/otpguard/otpguard/internal/app"
@@ -42,7 +42,7 @@ func serve(t *testing.T, doc string, edit func(*app.Settings)) (http.Handler, *o
 // serveOn is serve on the embedded Redis srv (a test may stop it).
 func serveOn(t *testing.T, srv *localredis.Server, doc string, edit func(*app.Settings)) (http.Handler, *outbox) {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte("store: {timeout: 10s}\n" + doc))
+	cfg, err := config.Parse([]byte("store: {timeout: 10s}\n" + doc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/proof"
 )
 
 // Verifier is an proof.Captcha.
 type Verifier struct {
-	cfg    guard.CaptchaConfig
+	cfg    config.CaptchaConfig
 	secret string
 	client *http.Client
 }
@@ -34,7 +34,7 @@ var _ proof.Captcha = (*Verifier)(nil)
 // New returns the verifier of a validated challenge.captcha with its
 // secret; client nil means http.DefaultClient (bounded by cfg.Timeout per
 // call).
-func New(cfg guard.CaptchaConfig, secret string, client *http.Client) (*Verifier, error) {
+func New(cfg config.CaptchaConfig, secret string, client *http.Client) (*Verifier, error) {
 	if strings.TrimSpace(secret) == "" {
 		return nil, errors.New("captcha: challenge.captcha needs its secret (CAPTCHA_SECRET, or its Secrets Manager secret on AWS)")
 	}

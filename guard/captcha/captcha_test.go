@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/captcha"
 	"github.com/otpguard/otpguard/guard/proof"
 )
@@ -47,7 +47,7 @@ func setup(t *testing.T, hostnames ...string) (*captcha.Verifier, *provider) {
 	p := &provider{status: http.StatusOK, body: `{"success":true,"hostname":"app.example.com"}`}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
-	v, err := captcha.New(guard.CaptchaConfig{Provider: "turnstile", VerifyURL: srv.URL, SiteKey: "site-key",
+	v, err := captcha.New(config.CaptchaConfig{Provider: "turnstile", VerifyURL: srv.URL, SiteKey: "site-key",
 		Hostnames: hostnames, Timeout: 30 * time.Second}, "the-secret", srv.Client())
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestAProviderThatHangsIsBounded(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	v, err := captcha.New(guard.CaptchaConfig{Provider: "hcaptcha", VerifyURL: srv.URL, Timeout: 200 * time.Millisecond}, "s", srv.Client())
+	v, err := captcha.New(config.CaptchaConfig{Provider: "hcaptcha", VerifyURL: srv.URL, Timeout: 200 * time.Millisecond}, "s", srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,14 +177,14 @@ func TestAProviderThatHangsIsBounded(t *testing.T) {
 
 func TestNewNeedsTheSecret(t *testing.T) {
 	for _, s := range []string{"", "  "} {
-		if _, err := captcha.New(guard.CaptchaConfig{Provider: "turnstile"}, s, nil); err == nil {
+		if _, err := captcha.New(config.CaptchaConfig{Provider: "turnstile"}, s, nil); err == nil {
 			t.Errorf("secret %q accepted", s)
 		}
 	}
 	// without a client, http.DefaultClient
 	srv := httptest.NewServer(&provider{status: http.StatusOK, body: `{"success":true}`})
 	defer srv.Close()
-	v, err := captcha.New(guard.CaptchaConfig{Provider: "turnstile", VerifyURL: srv.URL, Timeout: 30 * time.Second}, "s", nil)
+	v, err := captcha.New(config.CaptchaConfig{Provider: "turnstile", VerifyURL: srv.URL, Timeout: 30 * time.Second}, "s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,8 @@ func emailKey(local, domain string) string {
 	return key + "@" + domain
 }
 
-// PhonePolicy says which phone numbers are accepted (otp.sms).
+// PhonePolicy says which phone numbers are accepted (otp.sms; package
+// config gives a document's with its SMSConfig.Policy).
 type PhonePolicy struct {
 	// DefaultRegion reads national-format numbers, such as "US".
 	DefaultRegion string
@@ -136,15 +137,6 @@ type PhonePolicy struct {
 	AllowedCountries []string
 	// AllowedTypes lists accepted number types by name, see [PhoneTypes].
 	AllowedTypes []string
-}
-
-// Policy returns a config's otp.sms settings as a PhonePolicy.
-func Policy(c guard.Config) PhonePolicy {
-	return PhonePolicy{
-		DefaultRegion:    c.OTP.SMS.DefaultRegion,
-		AllowedCountries: c.OTP.SMS.AllowedCountries,
-		AllowedTypes:     c.OTP.SMS.AllowedTypes,
-	}
 }
 
 var phoneTypeByName = map[string]phonenumbers.PhoneNumberType{

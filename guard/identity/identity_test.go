@@ -2,7 +2,6 @@ package identity
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -177,22 +176,5 @@ func TestIPKeys(t *testing.T) {
 		if _, err := ParseIP(bad); !errors.Is(err, guard.ErrInvalidInput) {
 			t.Errorf("ParseIP(%q): want guard.ErrInvalidInput, got %v", bad, err)
 		}
-	}
-}
-
-// TestThePhoneTypesAreTheConfigs: the number types read here are the
-// names otp.sms.allowedTypes accepts, no more, no fewer.
-func TestThePhoneTypesAreTheConfigs(t *testing.T) {
-	for _, name := range PhoneTypes() {
-		if _, err := guard.ParseConfig([]byte("otp: {sms: {allowedTypes: [" + name + "]}}")); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	_, err := guard.ParseConfig([]byte("otp: {sms: {allowedTypes: [cellular]}}"))
-	if err == nil || !strings.Contains(err.Error(), "is not one of "+strings.Join(PhoneTypes(), ", ")) {
-		t.Errorf("an unknown type: %v, want the list of %v", err, PhoneTypes())
-	}
-	if !slices.IsSorted(PhoneTypes()) {
-		t.Error("PhoneTypes is not sorted")
 	}
 }

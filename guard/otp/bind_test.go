@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -21,7 +22,7 @@ func TestACodeApprovesItsOwnPurposeAndAddressOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cfg := guard.DefaultConfig()
+	cfg := config.Default()
 	cfg.Store.Timeout = 10 * time.Second // not about latency: room for a loaded machine
 	codes, err := otp.New(cfg, redisstore.NewCodes(srv.Client()), []byte("a test secret of 32 bytes, padded"))
 	if err != nil {

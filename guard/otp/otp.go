@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 )
 
@@ -123,7 +124,7 @@ type Codes struct {
 
 // New returns Codes configured by cfg.OTP, bounded by cfg.Store.Timeout per
 // store call. secret keys the stored hashes (at least 16 bytes).
-func New(cfg guard.Config, store Store, secret []byte) (*Codes, error) {
+func New(cfg config.Config, store Store, secret []byte) (*Codes, error) {
 	if len(secret) < 16 {
 		return nil, errors.New("otp: the secret must be at least 16 bytes")
 	}

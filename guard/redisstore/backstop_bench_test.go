@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -19,7 +20,7 @@ import (
 // in process (the embedded Redis, miniredis, runs it with gopher-lua).
 // go test -run '^$' -bench BackstopCandidates -benchmem ./guard/redisstore
 func BenchmarkBackstopCandidates(b *testing.B) {
-	cfg := guard.DefaultConfig()
+	cfg := config.Default()
 	cfg.Store.Timeout = 10 * time.Second
 	cfg.Store.DenyCache.TTL = 0
 	req := func(i int) guard.Request {
@@ -27,7 +28,7 @@ func BenchmarkBackstopCandidates(b *testing.B) {
 			IP: netip.AddrFrom4([4]byte{198, 51, byte(i % 200), byte(i % 250)})}}
 	}
 	run := func(b *testing.B, st guard.Store) {
-		g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+		g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 		if err != nil {
 			b.Fatal(err)
 		}

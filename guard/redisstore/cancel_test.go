@@ -18,8 +18,8 @@ import (
 // step-up rule would have challenged: a token for a half-closed request.
 func TestAHangUpIsNoStoreFailure(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n"+networksRule)
-		g, err := guard.New(cfg, newStore(rdb), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+		cfg := parseConfig(t, "store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n"+networksRule)
+		g, err := guard.New(cfg.Engine(), newStore(rdb), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,9 +45,9 @@ func TestAHangUpIsNoStoreFailure(t *testing.T) {
 // is asked for its proof, never let in on an empty copy (a fresh process
 // with Redis down let a right password in from any network).
 func TestAStoreOutageAsksForTheProofOfASetItCannotSee(t *testing.T) {
-	cfg := config(t, "store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n"+networksRule+
+	cfg := parseConfig(t, "store: {timeout: 2s, denyCache: {ttl: 0s}}\nrules:\n"+networksRule+
 		"  - {name: per-account-ip, action: login, key: [account, ip], count: failures, limit: 5, window: 15m, onStoreError: allow}\n")
-	g, err := guard.New(cfg, failing{}, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+	g, err := guard.New(cfg.Engine(), failing{}, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

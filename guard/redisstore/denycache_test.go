@@ -16,8 +16,8 @@ import (
 // what it caches, only time ends.
 func cachingGuard(t *testing.T, rdb redis.UniversalClient, rules string) *guard.Guard {
 	t.Helper()
-	cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 1m}}\nrules:\n"+rules)
-	g, err := guard.New(cfg, redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+	cfg := parseConfig(t, "store: {timeout: 10s, denyCache: {ttl: 1m}}\nrules:\n"+rules)
+	g, err := guard.New(cfg.Engine(), redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -422,8 +422,8 @@ func init() {
 func TestTheBackstopKnowsThisProcessRevocations(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	back := memstore.New(func() time.Time { return now })
-	cfg := config(t, "store: {timeout: 100ms}\nrules:\n  - {name: u, action: login, key: [account], limit: 1, window: 1h, when: {device: untrusted}, onStoreError: allow}\n")
-	g, err := guard.New(cfg, failing{}, guard.Options{Secret: secret, Backstop: back})
+	cfg := parseConfig(t, "store: {timeout: 100ms}\nrules:\n  - {name: u, action: login, key: [account], limit: 1, window: 1h, when: {device: untrusted}, onStoreError: allow}\n")
+	g, err := guard.New(cfg.Engine(), failing{}, guard.Options{Secret: secret, Backstop: back})
 	if err != nil {
 		t.Fatal(err)
 	}

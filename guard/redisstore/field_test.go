@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/pacer"
@@ -94,7 +95,7 @@ func exercise(t *testing.T, rdb redis.UniversalClient, conn *redisstore.Conn, lo
 	if _, err := p.Reserve(ctx, time.Second); err != nil {
 		t.Fatalf("pacer: %v", err)
 	}
-	cfg := guard.DefaultConfig()
+	cfg := config.Default()
 	codes, err := otp.New(cfg, redisstore.NewCodes(conn), secret)
 	if err != nil {
 		t.Fatal(err)

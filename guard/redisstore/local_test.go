@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -18,11 +19,11 @@ import (
 // guardWith builds a guard with the store section given (deny cache).
 func guardWith(t testing.TB, rdb redis.UniversalClient, storeYAML, rules string) *guard.Guard {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte("store: " + storeYAML + "\nrules:\n" + rules))
+	cfg, err := config.Parse([]byte("store: " + storeYAML + "\nrules:\n" + rules))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, newStore(rdb), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+	g, err := guard.New(cfg.Engine(), newStore(rdb), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

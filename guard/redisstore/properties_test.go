@@ -38,8 +38,8 @@ func envs(t *testing.T) map[string]func() env {
 
 func (e env) guard(t *testing.T, rules string) *guard.Guard {
 	t.Helper()
-	cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n"+rules)
-	g, err := guard.New(cfg, e.store, guard.Options{Secret: secret, Backstop: memstore.New(e.now)})
+	cfg := parseConfig(t, "store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n"+rules)
+	g, err := guard.New(cfg.Engine(), e.store, guard.Options{Secret: secret, Backstop: memstore.New(e.now)})
 	if err != nil {
 		t.Fatal(err)
 	}

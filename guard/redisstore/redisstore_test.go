@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
@@ -140,11 +141,11 @@ func flush(t testing.TB, rdb redis.UniversalClient) {
 // off, so that every decision reaches the store under test.
 func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
+	cfg, err := config.Parse([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+	g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +156,11 @@ func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
 // the store does.
 func newGuardAt(t testing.TB, st guard.Store, c *fixedClock, yamlRules string) *guard.Guard {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
+	cfg, err := config.Parse([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: memstore.New(func() time.Time { return c.now })})
+	g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: secret, Backstop: memstore.New(func() time.Time { return c.now })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -106,7 +107,7 @@ func TestIPv6NetworksAreCountedToo(t *testing.T) {
 	rdb := single.Client()
 	defer rdb.Close()
 	defer flush(t, rdb)
-	g, err := guard.New(guard.DefaultConfig(), redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+	g, err := guard.New(config.Default().Engine(), redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -30,14 +31,14 @@ type process struct {
 	bs *memstore.Store
 }
 
-func newProcess(t *testing.T, rdb redis.UniversalClient, cfg guard.Config) *process {
+func newProcess(t *testing.T, rdb redis.UniversalClient, cfg config.Config) *process {
 	t.Helper()
 	p := &process{bs: memstore.New(nil)}
 	// These tests are about what Redis says, not about timeouts: on a
 	// loaded machine the default 50ms would let the backstop decide (10s:
 	// two cores shared with other builds answered in seconds).
 	cfg.Store.Timeout = 10 * time.Second
-	g, err := guard.New(cfg, redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: secret, Backstop: p.bs,
+	g, err := guard.New(cfg.Engine(), redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: secret, Backstop: p.bs,
 		Unblocked: func(ctx context.Context, states []guard.State) {
 			if err := redisstore.PublishUnblocked(ctx, rdb, states); err != nil {
 				t.Errorf("publish: %v", err)
@@ -65,9 +66,9 @@ func newProcess(t *testing.T, rdb redis.UniversalClient, cfg guard.Config) *proc
 	return p
 }
 
-func config(t testing.TB, doc string) guard.Config {
+func parseConfig(t testing.TB, doc string) config.Config {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte(doc))
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +100,9 @@ func failLogin(t *testing.T, g *guard.Guard, req guard.Request) guard.Decision {
 // enforcingDefaults is the default config with its per-account lockout
 // (login-per-device) enforcing instead of challenging: the lockout as a
 // refusal, which what the process keeps must never prolong.
-func enforcingDefaults(t *testing.T) guard.Config {
+func enforcingDefaults(t *testing.T) config.Config {
 	t.Helper()
-	cfg := guard.DefaultConfig()
+	cfg := config.Default()
 	for i := range cfg.Rules {
 		if r := &cfg.Rules[i]; r.Name == "login-per-device" {
 			if r.Mode != guard.ModeChallenge {
@@ -182,7 +183,7 @@ func TestAnUnblockTakesEffectAtOnce(t *testing.T) {
 // failure and vetoed the office after 20 users.
 func TestAnOutcomeReportedToAnotherProcessCounts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := guard.DefaultConfig()
+		cfg := config.Default()
 		a, b := newProcess(t, rdb, cfg), newProcess(t, rdb, cfg)
 		for i := range 30 {
 			req := loginReq(fmt.Sprintf("user%d@office.example", i), "192.0.2.80")
@@ -204,7 +205,7 @@ func TestAnOutcomeReportedToAnotherProcessCounts(t *testing.T) {
 // limit pairs).
 func TestAReleaseFreesTheSlot(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 2s}}\nrules:\n  - {name: inflight, action: login, key: [ip], limit: 2, window: 1m, algorithm: concurrency, onStoreError: allow}\n")
+		cfg := parseConfig(t, "store: {timeout: 10s, denyCache: {ttl: 2s}}\nrules:\n  - {name: inflight, action: login, key: [ip], limit: 2, window: 1m, algorithm: concurrency, onStoreError: allow}\n")
 		p := newProcess(t, rdb, cfg)
 		req := loginReq("x", "192.0.2.81")
 		for i := range 10 {
@@ -242,9 +243,9 @@ func (l *lossy) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error
 // and the backstop's together stay within the limit.
 func TestABurstWhoseCallsTimeOutIsNotAdmittedTwice(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n  - {name: per-account-ip, action: login, key: [account, ip], count: failures, limit: 5, window: 15m}\n")
+		cfg := parseConfig(t, "store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n  - {name: per-account-ip, action: login, key: [account, ip], count: failures, limit: 5, window: 15m}\n")
 		st := &lossy{Store: redisstore.New(rdb, redisstore.Options{})}
-		g, err := guard.New(cfg, st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
+		g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +284,7 @@ func TestABurstWhoseCallsTimeOutIsNotAdmittedTwice(t *testing.T) {
 // remembered the rule and the IP, not the value, and denied them all.
 func TestTheDenyCacheOnlyRepeatsWhatRedisWouldAnswer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 10s}}\nrules:\n  - {name: accounts-per-ip, action: signup, key: [ip], of: account, algorithm: distinct, limit: 2, window: 1h}\n")
+		cfg := parseConfig(t, "store: {timeout: 10s, denyCache: {ttl: 10s}}\nrules:\n  - {name: accounts-per-ip, action: signup, key: [ip], of: account, algorithm: distinct, limit: 2, window: 1h}\n")
 		p := newProcess(t, rdb, cfg)
 		req := func(a string) guard.Request {
 			return guard.Request{Action: "signup", Subject: guard.Subject{Account: a, IP: netip.MustParseAddr("192.0.2.83")}}
@@ -312,7 +313,7 @@ func TestTheDenyCacheOnlyRepeatsWhatRedisWouldAnswer(t *testing.T) {
 // cache's ttl.
 func TestAnUnblockReachesTheOtherProcessesDenyCaches(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		cfg := config(t, "store: {timeout: 10s, denyCache: {ttl: 1m}}\nrules:\n  - {name: per-destination, action: otp.send, key: [destination], limit: 2, window: 1h}\n")
+		cfg := parseConfig(t, "store: {timeout: 10s, denyCache: {ttl: 1m}}\nrules:\n  - {name: per-destination, action: otp.send, key: [destination], limit: 2, window: 1h}\n")
 		a, b := newProcess(t, rdb, cfg), newProcess(t, rdb, cfg)
 		req := request(t, "unblock-me@example.com", "192.0.2.84")
 		req.Action = "otp.send"
@@ -386,7 +387,7 @@ func TestALockoutDoesNotMultiplyTheBudget(t *testing.T) {
 // ruleOf is the default config's rule name, as a rules list.
 func ruleOf(t *testing.T, name string) string {
 	t.Helper()
-	for _, line := range strings.Split(string(guard.DefaultYAML()), "\n  - ") {
+	for _, line := range strings.Split(string(config.DefaultYAML()), "\n  - ") {
 		if strings.Contains(line, "name: "+name+",") {
 			return "  - " + strings.TrimSpace(strings.TrimPrefix(line, "rules:\n  - ")) + "\n"
 		}

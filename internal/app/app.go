@@ -22,6 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/asndb"
@@ -97,13 +98,13 @@ type App struct {
 	guard    atomic.Pointer[guard.Guard]
 	// evictionChecked: unix ns of the last maxmemory-policy check.
 	evictionChecked atomic.Int64
-	config          atomic.Pointer[guard.Config]
+	config          atomic.Pointer[config.Config]
 	stop            context.CancelFunc // the unblock subscription
 	asn             *asndb.DB          // network.asnDatabase, opened once per path
 }
 
 // New builds the App with a first configuration and keys.
-func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, error) {
+func New(ctx context.Context, s Settings, cfg config.Config, keys Keys) (*App, error) {
 	if s.Redis == nil {
 		return nil, errors.New("app: no Redis client")
 	}
@@ -145,7 +146,7 @@ func New(ctx context.Context, s Settings, cfg guard.Config, keys Keys) (*App, er
 
 // Reload replaces the configuration and keys. On an error the App keeps
 // serving what it had.
-func (a *App) Reload(cfg guard.Config, keys Keys) error {
+func (a *App) Reload(cfg config.Config, keys Keys) error {
 	opts := guard.Options{Secret: a.s.Secret, Backstop: a.backstop, StoreClock: a.clock, Clock: a.s.Clock, Unblocked: a.unblocked}
 	if path := cfg.Network.ASNDatabase; path != "" {
 		if a.asn == nil || a.asn.Path() != path {
@@ -157,7 +158,7 @@ func (a *App) Reload(cfg guard.Config, keys Keys) error {
 		}
 		opts.Networks = a.asn
 	}
-	g, err := guard.New(cfg, a.store, opts)
+	g, err := guard.New(cfg.Engine(), a.store, opts)
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func (a *App) Guard() *guard.Guard { return a.guard.Load() }
 func (a *App) Server() *api.Server { return a.server.Load() }
 
 // Config returns the configuration in force.
-func (a *App) Config() guard.Config { return *a.config.Load() }
+func (a *App) Config() config.Config { return *a.config.Load() }
 
 // Store returns the Redis store (pacers share it).
 func (a *App) Store() *redisstore.Store { return a.store }

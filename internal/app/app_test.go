@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
@@ -31,7 +31,7 @@ func TestWarnsOfAnEvictingRedis(t *testing.T) {
 		}
 		var logs testutil.Buffer
 		_, err := app.New(ctx, app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"), Log: slog.New(slog.NewTextHandler(&logs, nil))},
-			guard.DefaultConfig(), app.Keys{Signing: key})
+			config.Default(), app.Keys{Signing: key})
 		if err != nil {
 			t.Fatal(err)
 		}

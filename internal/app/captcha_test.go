@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
@@ -105,7 +105,7 @@ func newCaptchaHarness(t *testing.T) *captchaHarness {
 	h := &captchaHarness{harness: &harness{a: &auth{login: func(context.Context) error { return nil }}, s: &sender{}}, p: newProvider(t), fail: &failOnce{}}
 	rdb.AddHook(h.fail)
 	_, key, _ := ed25519.GenerateKey(nil)
-	cfg, err := guard.ParseConfig(fmt.Appendf(nil, `network: {trustedProxies: [192.0.2.0/24]}
+	cfg, err := config.Parse(fmt.Appendf(nil, `network: {trustedProxies: [192.0.2.0/24]}
 store: {timeout: 2s}
 challenge: {captcha: {provider: turnstile, verifyUrl: %q, siteKey: site-key, timeout: 5s}}
 rules:

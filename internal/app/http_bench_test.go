@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -42,7 +43,7 @@ func BenchmarkSendHTTP(b *testing.B) {
 	}
 	defer rdb.Close()
 	_, key, _ := ed25519.GenerateKey(nil)
-	cfg, err := guard.ParseConfig([]byte("network: {trustedProxies: [127.0.0.0/8, 192.0.2.0/24]}\nstore: {timeout: 2s}\n"))
+	cfg, err := config.Parse([]byte("network: {trustedProxies: [127.0.0.0/8, 192.0.2.0/24]}\nstore: {timeout: 2s}\n"))
 	if err != nil {
 		b.Fatal(err)
 	}

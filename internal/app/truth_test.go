@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/authn"
@@ -89,7 +90,7 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(func() { rdb.Close() })
 	h := &harness{a: &auth{login: func(context.Context) error { return nil }}, s: &sender{}}
 	_, key, _ := ed25519.GenerateKey(nil)
-	cfg, err := guard.ParseConfig([]byte("network: {trustedProxies: [192.0.2.0/24]}\nstore: {timeout: 10s}\n"))
+	cfg, err := config.Parse([]byte("network: {trustedProxies: [192.0.2.0/24]}\nstore: {timeout: 10s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +116,8 @@ func (h *harness) post(ctx context.Context, path, body, ip string) *httptest.Res
 // remaining is what a rule keyed on dimension alone has left for value.
 func (h *harness) remaining(t *testing.T, dim, value, rule string) int64 {
 	t.Helper()
-	cfg := guard.DefaultConfig()
-	s, err := identity.ParseDimension(dim, value, identity.Policy(cfg))
+	cfg := config.Default()
+	s, err := identity.ParseDimension(dim, value, cfg.OTP.SMS.Policy())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/emf"
 )
 
@@ -182,12 +182,12 @@ func count(c *Counts, outcome string, v int) {
 
 // running is the parsed document in force (the parameter; the defaults
 // when it does not exist, as the functions do).
-func (a *AWS) running(ctx context.Context) (guard.Config, error) {
+func (a *AWS) running(ctx context.Context) (config.Config, error) {
 	d, err := a.Config(ctx)
 	if err != nil {
-		return guard.Config{}, err
+		return config.Config{}, err
 	}
-	return guard.ParseConfig([]byte(d.Document))
+	return config.Parse([]byte(d.Document))
 }
 
 func (a *AWS) Config(ctx context.Context) (ConfigData, error) {
@@ -197,7 +197,7 @@ func (a *AWS) Config(ctx context.Context) (ConfigData, error) {
 	var nf *ssmtypes.ParameterNotFound
 	switch {
 	case errors.As(err, &nf):
-		d.Document = string(guard.DefaultYAML())
+		d.Document = string(config.DefaultYAML())
 		d.ID = DocID(d.Document)
 		return d, nil
 	case err != nil:

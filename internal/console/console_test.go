@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 )
 
@@ -70,7 +71,7 @@ func TestDiffIsBounded(t *testing.T) {
 // BenchmarkDiff: a document of a million newlines against the default
 // one (go test -bench Diff ./internal/console/).
 func BenchmarkDiff(b *testing.B) {
-	a, def := strings.Repeat("\n", 1_000_000), string(guard.DefaultYAML())
+	a, def := strings.Repeat("\n", 1_000_000), string(config.DefaultYAML())
 	for b.Loop() {
 		Diff(def, a)
 	}
@@ -106,7 +107,7 @@ func TestConfigFileAppliesOnlyValidDocumentsAndKeepsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reloaded []string
-	f := NewConfigFile(path, first, func(c guard.Config) error { reloaded = append(reloaded, c.Rules[0].Name); return nil })
+	f := NewConfigFile(path, first, func(c config.Config) error { reloaded = append(reloaded, c.Rules[0].Name); return nil })
 	if err := f.Apply("rules:\n  - {name: b, action: login, key: [nothing], limit: 3, window: 1h}\n"); err == nil ||
 		!strings.Contains(strings.Join(Problems(err), "|"), "rules[0] (b).key[0]") {
 		t.Fatalf("an invalid document: %v", err)

@@ -14,7 +14,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 )
 
 // The console is an admin credential on localhost (it holds the server's
@@ -48,9 +48,9 @@ func NewSecret() string {
 func cookieName(port string) string { return "otpguard_console_" + port }
 
 // maxChangeBody bounds a change's body: a config document (at most
-// guard.MaxConfigBytes) written as a JSON string, where a quote, a
+// config.MaxConfigBytes) written as a JSON string, where a quote, a
 // backslash or a tab takes two bytes.
-const maxChangeBody = 2*guard.MaxConfigBytes + 1024
+const maxChangeBody = 2*config.MaxConfigBytes + 1024
 
 // localHosts are the Host values a request on the connection of r may
 // name: the address it was accepted on, and localhost on its port when
@@ -169,7 +169,7 @@ func decodeBody(r *http.Request, v any) *problem {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return newProblem("payload_too_large", fmt.Sprintf("the body is over %d bytes: a config document is at most %d bytes (guard.MaxConfigBytes)", mbe.Limit, guard.MaxConfigBytes))
+		return newProblem("payload_too_large", fmt.Sprintf("the body is over %d bytes: a config document is at most %d bytes (config.MaxConfigBytes)", mbe.Limit, config.MaxConfigBytes))
 	case err != nil:
 		return newProblem("invalid_request", "the body could not be read")
 	}
@@ -187,8 +187,8 @@ func decodeBody(r *http.Request, v any) *problem {
 }
 
 // limitError is the bound a config error is about, if it is one.
-func limitError(err error) *guard.LimitError {
-	var le *guard.LimitError
+func limitError(err error) *config.LimitError {
+	var le *config.LimitError
 	if errors.As(err, &le) {
 		return le
 	}

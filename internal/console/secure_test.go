@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 )
 
@@ -354,7 +355,7 @@ func TestTheConsolesErrorsAreProblems(t *testing.T) {
 
 // A document over a bound is refused by the console's config routes
 // with a 413 naming the bound: over the body's bound before it is read
-// whole, over guard.MaxConfigBytes or guard.MaxRules before it is parsed
+// whole, over config.MaxConfigBytes or config.MaxRules before it is parsed
 // as a config (the backend is never asked).
 func TestTheConsoleBoundsDocuments(t *testing.T) {
 	c := newTestConsole(t)
@@ -362,9 +363,9 @@ func TestTheConsoleBoundsDocuments(t *testing.T) {
 	docs := []struct {
 		name, doc, bound string
 	}{
-		{"2 MB", strings.Repeat("#\n", 1<<20), "the body is over 525312 bytes: a config document is at most 262144 bytes (guard.MaxConfigBytes)"},
-		{"300 KB", strings.Repeat("#", 300<<10), "the document is 307200 bytes; at most 262144 (guard.MaxConfigBytes)"},
-		{"20,000 rules", "rules:\n" + strings.Repeat("  - {x: 1}\n", 20000), "guard.MaxRules"},
+		{"2 MB", strings.Repeat("#\n", 1<<20), "the body is over 525312 bytes: a config document is at most 262144 bytes (config.MaxConfigBytes)"},
+		{"300 KB", strings.Repeat("#", 300<<10), "the document is 307200 bytes; at most 262144 (config.MaxConfigBytes)"},
+		{"20,000 rules", "rules:\n" + strings.Repeat("  - {x: 1}\n", 20000), "config.MaxRules"},
 	}
 	for _, path := range []string{"/config/validate", "/config/apply", "/config/simulate"} {
 		for _, d := range docs {
@@ -384,7 +385,7 @@ func TestTheConsoleBoundsDocuments(t *testing.T) {
 func TestTheServersConsoleRoutes(t *testing.T) {
 	dir := t.TempDir()
 	var applied []string
-	file := NewConfigFile(dir+"/guard.yaml", testDoc, func(c guard.Config) error { applied = append(applied, c.Rules[0].Name); return nil })
+	file := NewConfigFile(dir+"/guard.yaml", testDoc, func(c config.Config) error { applied = append(applied, c.Rules[0].Name); return nil })
 	srv := httptest.NewServer(Routes(Tokens{Admin: "admin", Viewer: "viewer"}, file, NewStats(), func() []guard.Rule { return nil }))
 	defer srv.Close()
 	put := func(token, ctype, body string) problem {

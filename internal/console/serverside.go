@@ -11,7 +11,7 @@
 // CDN, no build step), and only to the browser that opened the URL it
 // printed (secure.go: a per-start secret, the Host it listens on, changes
 // from its own origin as JSON). Config documents are bounded where they
-// enter (guard.MaxConfigBytes, guard.MaxRules), and so is the diff.
+// enter (config.MaxConfigBytes, config.MaxRules), and so is the diff.
 package console
 
 import (
@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 )
 
@@ -57,10 +58,10 @@ func (t Tokens) Of(r *http.Request) Access {
 // and the reload that puts a new document in force.
 type ConfigFile struct {
 	Path   string
-	Reload func(guard.Config) error
+	Reload func(config.Config) error
 	// Applied, when set, is told each document put in force (by Apply
 	// or by an edit of the file).
-	Applied func(doc string, cfg guard.Config)
+	Applied func(doc string, cfg config.Config)
 
 	mu  sync.Mutex
 	doc string // the document in force
@@ -69,7 +70,7 @@ type ConfigFile struct {
 // NewConfigFile is the file at path, whose document doc is in force: it
 // becomes the history's latest version (so that the first change can be
 // rolled back).
-func NewConfigFile(path, doc string, reload func(guard.Config) error) *ConfigFile {
+func NewConfigFile(path, doc string, reload func(config.Config) error) *ConfigFile {
 	f := &ConfigFile{Path: path, Reload: reload, doc: doc}
 	if path != "" {
 		if vs, err := f.versions(); err == nil && (len(vs) == 0 || vs[len(vs)-1].ID != DocID(doc)) {
@@ -92,7 +93,7 @@ func DocID(doc string) string {
 // in the history and reloads it. A document that does not validate
 // changes nothing and returns the validation errors.
 func (f *ConfigFile) Apply(doc string) error {
-	cfg, err := guard.ParseConfig([]byte(doc))
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func (f *ConfigFile) Changed(doc string) (bool, error) {
 	if doc == f.doc {
 		return false, nil
 	}
-	cfg, err := guard.ParseConfig([]byte(doc))
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		return false, err
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/internal/sim"
 )
 
@@ -44,7 +44,7 @@ func document(r *http.Request) (string, *problem) {
 }
 
 // validate is the editor's check as you type: the same validation as the
-// server's start-up (guard.ParseConfig), each bad field on a line, and
+// server's start-up (config.Parse), each bad field on a line, and
 // the diff against the running document.
 func (u *UI) validate(w http.ResponseWriter, r *http.Request) {
 	doc, p := document(r)
@@ -52,7 +52,7 @@ func (u *UI) validate(w http.ResponseWriter, r *http.Request) {
 		p.write(w)
 		return
 	}
-	_, err := guard.ParseConfig([]byte(doc))
+	_, err := config.Parse([]byte(doc))
 	if limitError(err) != nil {
 		configProblem(err).write(w)
 		return
@@ -71,7 +71,7 @@ func (u *UI) apply(w http.ResponseWriter, r *http.Request) {
 		p.write(w)
 		return
 	}
-	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
+	if _, err := config.Parse([]byte(doc)); err != nil {
 		configProblem(err).write(w)
 		return
 	}
@@ -108,7 +108,7 @@ func (u *UI) rollback(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, "not_found", fmt.Sprintf("no version %d", n))
 		return
 	}
-	if _, err := guard.ParseConfig([]byte(doc)); err != nil {
+	if _, err := config.Parse([]byte(doc)); err != nil {
 		p := configProblem(err)
 		p.Detail = fmt.Sprintf("version %d is not a valid config (today's validation): %s", n, p.Detail)
 		p.write(w)
@@ -136,15 +136,15 @@ func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
 		p.write(w)
 		return
 	}
-	edited, err := guard.ParseConfig([]byte(doc))
+	edited, err := config.Parse([]byte(doc))
 	if err != nil {
 		configProblem(err).write(w)
 		return
 	}
 	running, _ := u.Backend.Config(r.Context())
-	cur, err := guard.ParseConfig([]byte(running.Document))
+	cur, err := config.Parse([]byte(running.Document))
 	if err != nil {
-		cur = guard.DefaultConfig()
+		cur = config.Default()
 	}
 	users := u.SimUsers
 	if users == 0 {
@@ -153,7 +153,7 @@ func (u *UI) simulate(w http.ResponseWriter, r *http.Request) {
 	var results []*sim.Result
 	for _, c := range []struct {
 		name string
-		cfg  guard.Config
+		cfg  config.Config
 	}{{"running", cur}, {"edited", edited}} {
 		res, err := sim.Run(r.Context(), c.name, c.cfg, sim.Options{Seed: 1, Users: users, Scale: float64(users) / 100_000})
 		if err != nil {

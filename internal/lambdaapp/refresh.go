@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/emf"
 	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/token"
@@ -158,20 +158,20 @@ func isUnreadable(err error) bool { return errors.Is(err, errUnreadable) }
 // config reads the config document (see sharedConfig): a parameter that
 // does not exist (the stack never creates it, so an update never resets
 // it) means defaults.
-func (rt *runtime) config(ctx context.Context) (guard.Config, string, error) {
+func (rt *runtime) config(ctx context.Context) (config.Config, string, error) {
 	if rt.env.ConfigParam == "" {
-		return guard.DefaultConfig(), "", nil
+		return config.Default(), "", nil
 	}
 	doc, found, err := rt.shared.read(ctx)
 	if err != nil {
-		return guard.Config{}, "", fmt.Errorf("config parameter %s: %w: %w", rt.env.ConfigParam, errUnreadable, err)
+		return config.Config{}, "", fmt.Errorf("config parameter %s: %w: %w", rt.env.ConfigParam, errUnreadable, err)
 	}
 	if !found {
 		rt.log.WarnContext(ctx, "the config parameter does not exist; the defaults apply", "parameter", rt.env.ConfigParam)
 	}
-	cfg, err := guard.ParseConfig([]byte(doc))
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
-		return guard.Config{}, doc, fmt.Errorf("config parameter %s: %w", rt.env.ConfigParam, err)
+		return config.Config{}, doc, fmt.Errorf("config parameter %s: %w", rt.env.ConfigParam, err)
 	}
 	return cfg, doc, nil
 }
@@ -224,7 +224,7 @@ func KeyFromSecret(s string) (ed25519.PrivateKey, error) {
 // configEvent publishes Config Applied (err nil) or Config Rejected for a
 // document, once per document and stack a day (every container reads
 // it; the mark in Redis lets one event through).
-func (rt *runtime) configEvent(ctx context.Context, doc string, cfg guard.Config, err error) {
+func (rt *runtime) configEvent(ctx context.Context, doc string, cfg config.Config, err error) {
 	e := events.Event{DetailType: events.ConfigApplied, Detail: map[string]any{"config": docID(doc), "rules": len(cfg.Rules)}}
 	if err != nil {
 		reason := err.Error()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nyaruka/phonenumbers"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 )
@@ -115,8 +116,8 @@ var usAreas = []string{"201", "212", "213", "305", "312", "404", "415", "503", "
 // policy is the default config's phone policy: the numbers the
 // simulation draws are ones the rules accept.
 var policy = func() identity.PhonePolicy {
-	cfg := guard.DefaultConfig()
-	return identity.Policy(cfg)
+	cfg := config.Default()
+	return cfg.OTP.SMS.Policy()
 }()
 
 // population makes n users and their day: logins (80% of them from a

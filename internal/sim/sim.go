@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/memstore"
@@ -183,7 +184,7 @@ var Day0 = time.Date(2030, 1, 8, 0, 0, 0, 0, time.UTC)
 var secret = []byte("otpguard-simulator-secret")
 
 // Run simulates one day under cfg. name labels the result.
-func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result, error) {
+func Run(ctx context.Context, name string, cfg config.Config, o Options) (*Result, error) {
 	if o.Users == 0 {
 		o.Users = 100_000
 	}
@@ -204,7 +205,7 @@ func Run(ctx context.Context, name string, cfg guard.Config, o Options) (*Result
 	if o.store != nil {
 		store = o.store(clock)
 	}
-	g, err := guard.New(cfg, store, guard.Options{Secret: secret, Backstop: noBackstop{}, Clock: clock, Networks: e.nets})
+	g, err := guard.New(cfg.Engine(), store, guard.Options{Secret: secret, Backstop: noBackstop{}, Clock: clock, Networks: e.nets})
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 )
 
 func run(t *testing.T, name, doc string, seed uint64) *Result {
@@ -19,10 +19,10 @@ func runScaled(t *testing.T, name, doc string, seed uint64, scale float64) *Resu
 
 func runSized(t *testing.T, name, doc string, seed uint64, users int, scale float64) *Result {
 	t.Helper()
-	cfg := guard.DefaultConfig()
+	cfg := config.Default()
 	if doc != "" {
 		var err error
-		if cfg, err = guard.ParseConfig([]byte(doc)); err != nil {
+		if cfg, err = config.Parse([]byte(doc)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/localredis"
@@ -37,7 +38,7 @@ func BenchmarkTheDayOnTheLuaLibrary(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
 				t0 := time.Now()
-				r, err := Run(context.Background(), c.name, guard.DefaultConfig(), Options{Seed: 1, Users: 2000, Scale: 0.1, store: c.store})
+				r, err := Run(context.Background(), c.name, config.Default(), Options{Seed: 1, Users: 2000, Scale: 0.1, store: c.store})
 				if err != nil {
 					b.Fatal(err)
 				}

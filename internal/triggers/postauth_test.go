@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/localredis"
@@ -23,7 +23,7 @@ func auth(t *testing.T, rules string) *triggers.Handler {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cfg, err := guard.ParseConfig([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + rules))
+	cfg, err := config.Parse([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + rules))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/ulule/limiter/v3"
 	ulule "github.com/ulule/limiter/v3/drivers/store/redis"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
@@ -160,7 +161,7 @@ func keysOf(n int) [3]string {
 }
 
 func newGuard(ctx context.Context, rdb redis.UniversalClient, doc string) (*guard.Guard, error) {
-	cfg, err := guard.ParseConfig([]byte(doc))
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +169,7 @@ func newGuard(ctx context.Context, rdb redis.UniversalClient, doc string) (*guar
 	if err := st.Preload(ctx); err != nil {
 		return nil, err
 	}
-	return guard.New(cfg, st, guard.Options{Secret: []byte(secret), Backstop: memstore.New(nil)})
+	return guard.New(cfg.Engine(), st, guard.Options{Secret: []byte(secret), Backstop: memstore.New(nil)})
 }
 
 func otpguard(g *guard.Guard, reqs []guard.Request, pick func(int) int) decider {

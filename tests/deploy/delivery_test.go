@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 )
 
 // The delivery queue (DeliveryMode queue, docs/delivery.md): what the template
@@ -32,7 +32,7 @@ func TestTheDeliveryParametersAreTheDocumentedChoice(t *testing.T) {
 	depth := params["DeliveryQueueMaxDepth"].(map[string]any)
 	def, _ := strconv.Atoi(scalar(depth["Default"]))
 	sms, _ := strconv.Atoi(s.params["SmsPerSecond"])
-	ttl := guard.DefaultConfig().OTP.TTL
+	ttl := config.Default().OTP.TTL
 	if depth["Type"] != "Number" || scalar(depth["MinValue"]) != "1" || def < 1 || time.Duration(def/sms)*time.Second > ttl {
 		t.Errorf("DeliveryQueueMaxDepth: %v; its default %d at the default %d SMS a second waits %ds, the default code TTL is %s",
 			depth, def, sms, def/max(sms, 1), ttl)
@@ -86,7 +86,7 @@ func TestTheDeliveryQueueIsWiredAsDocumented(t *testing.T) {
 	// before it expired could never be delivered late instead of not at all
 	longest := 0 * time.Second
 	for d := time.Minute; d <= time.Hour; d += time.Minute {
-		if _, err := guard.ParseConfig(fmt.Appendf(nil, "otp: {ttl: %s}\n", d)); err == nil {
+		if _, err := config.Parse(fmt.Appendf(nil, "otp: {ttl: %s}\n", d)); err == nil {
 			longest = d
 		}
 	}

@@ -156,12 +156,12 @@ func readme(t *testing.T) string {
 // when the value needs it), and the AWS CLI's own service model knows
 // that tier.
 func TestTheDocumentedConfigCommandFitsTheDefaultConfig(t *testing.T) {
-	def, err := os.ReadFile(filepath.Join(root, "guard", "default.yaml"))
+	def, err := os.ReadFile(filepath.Join(root, "config", "default.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(def) <= 4096 || len(def) > 8192 {
-		t.Fatalf("guard/default.yaml is %d bytes: this test is about a document between the Standard (4 KB) and Advanced (8 KB) limits", len(def))
+		t.Fatalf("config/default.yaml is %d bytes: this test is about a document between the Standard (4 KB) and Advanced (8 KB) limits", len(def))
 	}
 	cmds := regexp.MustCompile(`(?m)^\s*aws ssm put-parameter[^\n]*`).FindAllString(readme(t), -1)
 	if len(cmds) == 0 {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/internal/lambdaapp"
 )
@@ -281,7 +281,7 @@ var _ = lambdaapp.Functions
 func TestTheAppClientWritesOnlyTheSignupAttributes(t *testing.T) {
 	s := newStack(t)
 	got := anyStrings(s.resource("UserPoolClient")["Properties"].(map[string]any)["WriteAttributes"])
-	want := append([]string{"email"}, guard.DefaultConfig().Signup.Attributes...)
+	want := append([]string{"email"}, config.Default().Signup.Attributes...)
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

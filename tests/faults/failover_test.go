@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -57,14 +58,14 @@ func TestClusterFailover(t *testing.T) {
 	}
 	defer rdb.Close()
 	const limit = 50
-	cfg, err := guard.ParseConfig([]byte(fmt.Sprintf(`store: {timeout: 100ms, denyCache: {ttl: 0s}}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`store: {timeout: 100ms, denyCache: {ttl: 0s}}
 rules:
   - {name: per-destination, action: test, key: [destination], limit: %d, window: 1h}
 `, limit)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: []byte("failover-secret-0123456789"), Backstop: memstore.New(nil)})
+	g, err := guard.New(cfg.Engine(), redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: []byte("failover-secret-0123456789"), Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
@@ -64,14 +65,14 @@ const (
 
 func newGuard(t *testing.T, rdb redisstore.Client) *guard.Guard {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte(fmt.Sprintf(`store: {timeout: %s, denyCache: {ttl: 0s}}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`store: {timeout: %s, denyCache: {ttl: 0s}}
 rules:
   - {name: per-destination, action: test, key: [destination], limit: %d, window: 1h}
 `, timeout, limit)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg, redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: []byte("faults-secret-0123456789"), Backstop: memstore.New(nil)})
+	g, err := guard.New(cfg.Engine(), redisstore.New(rdb, redisstore.Options{}), guard.Options{Secret: []byte("faults-secret-0123456789"), Backstop: memstore.New(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

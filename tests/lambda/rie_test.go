@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
@@ -447,12 +448,12 @@ func retriedSignInCountsNothing(t *testing.T, e *emulated, rb lambdaRedis) {
 // config: the test's own reader of what the functions counted.
 func storeGuard(t *testing.T, rb lambdaRedis, doc string) *storeReader {
 	t.Helper()
-	cfg, err := guard.ParseConfig([]byte(doc))
+	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// the functions' cluster client groups keys by slot; so does this one
-	g, err := guard.New(cfg, redisstore.New(grouped{rb.admin}, redisstore.Options{}),
+	g, err := guard.New(cfg.Engine(), redisstore.New(grouped{rb.admin}, redisstore.Options{}),
 		guard.Options{Secret: []byte(strings.Repeat("h", 48)), Backstop: memstore.New(time.Now)})
 	if err != nil {
 		t.Fatal(err)
@@ -463,7 +464,7 @@ func storeGuard(t *testing.T, rb lambdaRedis, doc string) *storeReader {
 // storeReader reads what the functions counted.
 type storeReader struct {
 	*guard.Guard
-	cfg guard.Config
+	cfg config.Config
 }
 
 // grouped is a single-node client the store treats as a cluster's (keys

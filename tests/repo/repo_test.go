@@ -111,9 +111,9 @@ func TestTheREADMEIsAFrontPage(t *testing.T) {
 	}
 }
 
-// docs/config.md shows the default rules as guard/default.yaml has them.
+// docs/config.md shows the default rules as config/default.yaml has them.
 func TestTheDocumentedDefaultRulesAreTheDefaults(t *testing.T) {
-	def, err := os.ReadFile("../../guard/default.yaml")
+	def, err := os.ReadFile("../../config/default.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +123,10 @@ func TestTheDocumentedDefaultRulesAreTheDefaults(t *testing.T) {
 	}
 	_, rules, ok := strings.Cut(string(def), "\nrules:\n")
 	if !ok {
-		t.Fatal("guard/default.yaml has no rules list")
+		t.Fatal("config/default.yaml has no rules list")
 	}
 	if !strings.Contains(string(doc), "```yaml\nrules:\n"+rules) {
-		t.Error("docs/config.md does not show guard/default.yaml's rules as they are: copy them in")
+		t.Error("docs/config.md does not show config/default.yaml's rules as they are: copy them in")
 	}
 }
 

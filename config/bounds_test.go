@@ -1,10 +1,12 @@
-package guard
+package config
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/otpguard/otpguard/guard"
 )
 
 // manyRules is a valid document of n rules (up to 6 × 4096), each
@@ -22,11 +24,11 @@ func manyRules(n int) string {
 	for i, suffix := 0, 0; i < n; i++ {
 		k := i % len(keys)
 		name := ""
-		for name == "" || ids[k][ruleID(name, FixedWindow)] {
+		for name == "" || ids[k][guard.Rule{Name: name, Algorithm: guard.FixedWindow}.StateID()] {
 			name = fmt.Sprintf("rule-%05d", suffix)
 			suffix++
 		}
-		ids[k][ruleID(name, FixedWindow)] = true
+		ids[k][guard.Rule{Name: name, Algorithm: guard.FixedWindow}.StateID()] = true
 		fmt.Fprintf(&b, "  - {name: %s, action: %s, key: %s, limit: %d, window: %dm}\n", name, actions[i%len(actions)], keys[k], 1+i%50, 1+i%60)
 	}
 	return b.String()
@@ -52,20 +54,20 @@ func TestConfigDocumentsAreBounded(t *testing.T) {
 		got       int
 		message   string
 	}{
-		{"2 MB", "otp: [ {\n" + strings.Repeat("x", 2<<20), "MaxConfigBytes", 2<<20 + 9, "the document is 2097161 bytes; at most 262144 (guard.MaxConfigBytes)"},
+		{"2 MB", "otp: [ {\n" + strings.Repeat("x", 2<<20), "MaxConfigBytes", 2<<20 + 9, "the document is 2097161 bytes; at most 262144 (config.MaxConfigBytes)"},
 		{"one byte over", pad("otp: {length: 6}\n", MaxConfigBytes+1), "MaxConfigBytes", MaxConfigBytes + 1, ""},
 		{"at the size bound", pad("otp: {length: 6}\n", MaxConfigBytes), "", 0, ""},
 		{"20,000 rules as written", manyRules(20000), "MaxConfigBytes", len(manyRules(20000)), ""},
-		{"20,000 small rules", rules(20000, "{x: 1}"), "MaxRules", 20000, "rules: 20000 rules; at most 2000 (guard.MaxRules)"},
+		{"20,000 small rules", rules(20000, "{x: 1}"), "MaxRules", 20000, "rules: 20000 rules; at most 2000 (config.MaxRules)"},
 		{"one rule over", rules(MaxRules+1, "{x: 1}"), "MaxRules", MaxRules + 1, ""},
 		{"rules that are aliases", aliased, "MaxRules", MaxRules + 1, ""},
 		{"at the rules bound", manyRules(MaxRules), "", 0, ""},
-		{"nested lists", "otp: {sms: {allowedCountries: " + nested(MaxConfigDepth, "x") + "}}", "MaxConfigDepth", MaxConfigDepth + 3, "the document nests 23 levels deep; at most 20 (guard.MaxConfigDepth)"},
+		{"nested lists", "otp: {sms: {allowedCountries: " + nested(MaxConfigDepth, "x") + "}}", "MaxConfigDepth", MaxConfigDepth + 3, "the document nests 23 levels deep; at most 20 (config.MaxConfigDepth)"},
 		{"nested through an alias", "otp: {purposes: &p " + nested(10, "x") + ", sms: {allowedCountries: " + nested(10, "*p") + "}}", "MaxConfigDepth", 23, ""},
 		{"at the depth bound", "otp: {sms: {allowedCountries: " + nested(MaxConfigDepth-3, "x") + "}}", "", 0, ""},
 	}
 	for _, c := range cases {
-		_, err := ParseConfig([]byte(c.doc))
+		_, err := Parse([]byte(c.doc))
 		var le *LimitError
 		switch {
 		case c.bound == "" && errors.As(err, &le):
@@ -88,7 +90,7 @@ func TestRuleNamesAndStateIDsAreUnique(t *testing.T) {
 	var a, b string
 	for i := 0; b == ""; i++ {
 		n := fmt.Sprintf("r%d", i)
-		id := ruleID(n, FixedWindow)
+		id := guard.Rule{Name: n, Algorithm: guard.FixedWindow}.StateID()
 		if other, ok := seen[id]; ok {
 			a, b = other, n
 		}
@@ -98,7 +100,7 @@ func TestRuleNamesAndStateIDsAreUnique(t *testing.T) {
 		return fmt.Sprintf("  - {name: %s, action: login, key: %s, limit: 5, window: 1m}\n", name, key)
 	}
 	doc := "rules:\n" + rule(a, "[ip, account]") + rule("other", "[ip]") + rule(b, "[account, ip]") + rule("other", "[account]") + rule(b, "[ip]")
-	_, err := ParseConfig([]byte(doc))
+	_, err := Parse([]byte(doc))
 	got := fmt.Sprint(err)
 	for _, want := range []string{
 		fmt.Sprintf("rules[2].name: %q and rules[0] (%s) are keyed alike and their names hash to one state id", b, a),
@@ -113,7 +115,7 @@ func TestRuleNamesAndStateIDsAreUnique(t *testing.T) {
 		t.Errorf("%d problems, want 3:\n%s", n, got)
 	}
 	// keyed differently, the same ids do not collide
-	if _, err := ParseConfig([]byte("rules:\n" + rule(a, "[ip]") + rule(b, "[account]"))); err != nil {
+	if _, err := Parse([]byte("rules:\n" + rule(a, "[ip]") + rule(b, "[account]"))); err != nil {
 		t.Errorf("rules keyed differently: %v", err)
 	}
 }
@@ -130,7 +132,7 @@ func manyBadLimits(n int) string {
 }
 
 func TestProblemsAreCapped(t *testing.T) {
-	_, err := ParseConfig([]byte(strings.Repeat("rules:\n", 1) + strings.Repeat("  - {name: r, action: login, key: [ip], limit: 0, window: 1m}\n", 1000)))
+	_, err := Parse([]byte(strings.Repeat("rules:\n", 1) + strings.Repeat("  - {name: r, action: login, key: [ip], limit: 0, window: 1m}\n", 1000)))
 	lines := strings.Split(fmt.Sprint(err), "\n")
 	// rules[0]'s limit, then every other rule's limit and name: 1999 problems
 	if len(lines) != maxProblems+1 || lines[len(lines)-1] != fmt.Sprintf("config: and %d more problems", 1999-maxProblems) {
@@ -138,26 +140,26 @@ func TestProblemsAreCapped(t *testing.T) {
 	}
 	// exactly maxProblems validation problems (one bad limit per rule):
 	// all of them, and no "and 0 more problems"
-	_, err = ParseConfig([]byte("rules:\n" + manyBadLimits(maxProblems)))
+	_, err = Parse([]byte("rules:\n" + manyBadLimits(maxProblems)))
 	if lines := strings.Split(fmt.Sprint(err), "\n"); len(lines) != maxProblems || strings.Contains(fmt.Sprint(err), "more problems") {
 		t.Fatalf("%d problems: %d lines, the last %q", maxProblems, len(lines), lines[len(lines)-1])
 	}
 	// exactly maxProblems: all of them, and no "and 0 more"
-	_, err = ParseConfig([]byte("otp: {purposes: [" + strings.Repeat("[x], ", maxProblems) + "x]}"))
+	_, err = Parse([]byte("otp: {purposes: [" + strings.Repeat("[x], ", maxProblems) + "x]}"))
 	if lines := strings.Split(fmt.Sprint(err), "\n"); len(lines) != maxProblems+1 || strings.Contains(fmt.Sprint(err), "more") {
 		t.Fatalf("%d problems: %d lines, the last %q", maxProblems, len(lines), lines[len(lines)-1])
 	}
-	_, err = ParseConfig([]byte("otp: {purposes: [" + strings.Repeat("[x], ", 1000) + "x]}"))
+	_, err = Parse([]byte("otp: {purposes: [" + strings.Repeat("[x], ", 1000) + "x]}"))
 	if lines := strings.Split(fmt.Sprint(err), "\n"); len(lines) != maxProblems+2 || !strings.Contains(lines[len(lines)-1], "and 900 more") {
 		t.Fatalf("unmarshal errors: %d lines, the last %q", len(lines), lines[len(lines)-1])
 	}
 }
 
-// BenchmarkParseConfig times valid documents of 500 and 2,000 rules
+// BenchmarkParse times valid documents of 500 and 2,000 rules
 // (validation is linear in the rules: four times the rules, four times
 // the time), and the refusal of a 2 MB document and of 20,000 rules (as
 // written: over MaxConfigBytes; written small: over MaxRules).
-func BenchmarkParseConfig(b *testing.B) {
+func BenchmarkParse(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		doc  string
@@ -171,7 +173,7 @@ func BenchmarkParseConfig(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			doc := []byte(c.doc)
 			for b.Loop() {
-				_, _ = ParseConfig(doc)
+				_, _ = Parse(doc)
 			}
 		})
 	}

@@ -1,15 +1,31 @@
-package guard
+package config
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/guard"
 )
 
-func (r *Rule) validate(at string, bad func(field, format string, args ...any)) {
+// Bounds on rules, checked by [Parse] (a rule's limit is at most
+// guard.MaxLimit).
+const (
+	// MinWindow and MaxWindow bound a rule's window, and a lockout's
+	// durations.
+	MinWindow = 100 * time.Millisecond
+	MaxWindow = 30 * 24 * time.Hour
+	// MaxRemember bounds the values a distinct set keeps (remember).
+	MaxRemember = 10000
+)
+
+// Filters lists the request attributes a rule's `when` may match.
+var Filters = []string{"channel", "purpose", "device"}
+
+// validateRule checks one rule, named at (for example `rules[2]`);
+// percent tells whether its limit was written as a percentage.
+func validateRule(r *guard.Rule, percent bool, at string, bad badFunc) {
 	if !namePattern.MatchString(r.Name) {
 		bad(at+".name", "%q must be 1 to 64 letters, digits, '.', '_' or '-'", r.Name)
 	}
@@ -20,29 +36,29 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 		bad(at+".action", "%q must be 1 to 64 lower-case letters, digits, '.', '_' or '-'", r.Action)
 	}
 	if len(r.Key) == 0 {
-		bad(at+".key", "must list at least one dimension (%s)", strings.Join(Dimensions, ", "))
+		bad(at+".key", "must list at least one dimension (%s)", strings.Join(guard.Dimensions, ", "))
 	}
 	for i, d := range r.Key {
-		if !slices.Contains(Dimensions, d) {
-			bad(fmt.Sprintf("%s.key[%d]", at, i), "unknown dimension %q; one of %s", d, strings.Join(Dimensions, ", "))
+		if !slices.Contains(guard.Dimensions, d) {
+			bad(fmt.Sprintf("%s.key[%d]", at, i), "unknown dimension %q; one of %s", d, strings.Join(guard.Dimensions, ", "))
 		} else if slices.Index(r.Key, d) != i {
 			bad(fmt.Sprintf("%s.key[%d]", at, i), "dimension %q is listed twice", d)
 		}
 	}
-	r.validateLimit(at, bad)
-	r.validateElastic(at, bad)
+	validateLimit(r, percent, at, bad)
+	validateElastic(r, at, bad)
 	if r.Window < MinWindow || r.Window > MaxWindow {
 		bad(at+".window", "must be %s to %s, got %s", MinWindow, MaxWindow, r.Window)
 	} else if r.Window%time.Millisecond != 0 {
 		bad(at+".window", "must be a whole number of milliseconds, got %s", r.Window)
 	}
-	if !slices.Contains(Algorithms, r.Algorithm) {
+	if !slices.Contains(guard.Algorithms, r.Algorithm) {
 		bad(at+".algorithm", "unknown algorithm %q; one of %s", r.Algorithm, joinAlgorithms())
 	}
-	r.validateCounting(at, bad)
-	r.validateMode(at, bad)
-	r.validateLockout(at, bad)
-	if r.ResetOnSuccess && r.Count != CountFailures {
+	validateCounting(r, at, bad)
+	validateMode(r, at, bad)
+	validateLockout(r, at, bad)
+	if r.ResetOnSuccess && r.Count != guard.CountFailures {
 		bad(at+".resetOnSuccess", "needs count: failures")
 	}
 	if r.OnStoreError != "deny" && r.OnStoreError != "allow" {
@@ -52,28 +68,28 @@ func (r *Rule) validate(at string, bad func(field, format string, args ...any)) 
 
 // validateLimit checks limit and min (a percentage for a ratio, units
 // otherwise) and what a ratio allows.
-func (r *Rule) validateLimit(at string, bad func(field, format string, args ...any)) {
+func validateLimit(r *guard.Rule, percent bool, at string, bad badFunc) {
 	switch {
-	case r.Algorithm == Ratio && !r.percent:
+	case r.Algorithm == guard.Ratio && !percent:
 		bad(at+".limit", "the ratio algorithm's limit is the failure ratio that denies, a percentage such as 80%%")
-	case r.Algorithm == Ratio && (r.Limit < 1 || r.Limit > 99):
+	case r.Algorithm == guard.Ratio && (r.Limit < 1 || r.Limit > 99):
 		bad(at+".limit", "must be 1%% to 99%%, got %d%%", r.Limit)
-	case r.Algorithm != Ratio && r.percent:
+	case r.Algorithm != guard.Ratio && percent:
 		bad(at+".limit", "a percentage is only the ratio algorithm's limit; this rule counts units: a whole number")
-	case r.Algorithm != Ratio && (r.Limit < 1 || r.Limit > MaxLimit):
-		bad(at+".limit", "must be 1 to %d, got %d", int64(MaxLimit), r.Limit)
+	case r.Algorithm != guard.Ratio && (r.Limit < 1 || r.Limit > guard.MaxLimit):
+		bad(at+".limit", "must be 1 to %d, got %d", int64(guard.MaxLimit), r.Limit)
 	}
 	switch {
-	case r.Algorithm == Ratio && (r.Min < 1 || r.Min > MaxLimit):
-		bad(at+".min", "must be 1 to %d attempts, got %d", int64(MaxLimit), r.Min)
-	case r.Algorithm != Ratio && r.Min != 0:
+	case r.Algorithm == guard.Ratio && (r.Min < 1 || r.Min > guard.MaxLimit):
+		bad(at+".min", "must be 1 to %d attempts, got %d", int64(guard.MaxLimit), r.Min)
+	case r.Algorithm != guard.Ratio && r.Min != 0:
 		bad(at+".min", "only applies to the ratio algorithm")
 	}
-	if r.Algorithm == Ratio {
+	if r.Algorithm == guard.Ratio {
 		switch {
-		case r.Count != CountFailures:
+		case r.Count != guard.CountFailures:
 			bad(at+".count", "the ratio algorithm counts failures (leave count out)")
-		case r.Mode == ModeSoft:
+		case r.Mode == guard.ModeSoft:
 			bad(at+".mode", "a ratio has no overage: enforce or shadow")
 		case r.ResetOnSuccess:
 			bad(at+".resetOnSuccess", "does not apply to the ratio algorithm (a success counts in its ratio)")
@@ -84,10 +100,10 @@ func (r *Rule) validateLimit(at string, bad func(field, format string, args ...a
 }
 
 // validateElastic checks an elastic limit.
-func (r *Rule) validateElastic(at string, bad func(field, format string, args ...any)) {
+func validateElastic(r *guard.Rule, at string, bad badFunc) {
 	if e := r.Elastic; e != nil {
 		switch {
-		case r.Algorithm != SlidingWindow || r.Count != CountFailures:
+		case r.Algorithm != guard.SlidingWindow || r.Count != guard.CountFailures:
 			bad(at+".elastic", "needs algorithm sliding_window and count failures (the successes are what it follows)")
 		case e.Ratio <= 0 || e.Ratio > 10:
 			bad(at+".elastic.ratio", "must be more than 0%% and at most 1000%%, got %g%%", float64(e.Ratio)*100)
@@ -97,44 +113,44 @@ func (r *Rule) validateElastic(at string, bad func(field, format string, args ..
 
 // validateCounting checks what a rule counts: distinct's of, a lease,
 // count, remember.
-func (r *Rule) validateCounting(at string, bad func(field, format string, args ...any)) {
+func validateCounting(r *guard.Rule, at string, bad badFunc) {
 	switch {
-	case r.Algorithm == Distinct && (r.Of == "" || r.Of == "global" || !slices.Contains(Dimensions, r.Of)):
-		bad(at+".of", "the distinct algorithm counts the distinct values of one dimension: one of %s except global", strings.Join(Dimensions, ", "))
-	case r.Algorithm == Distinct && slices.Contains(r.Key, r.Of):
+	case r.Algorithm == guard.Distinct && (r.Of == "" || r.Of == "global" || !slices.Contains(guard.Dimensions, r.Of)):
+		bad(at+".of", "the distinct algorithm counts the distinct values of one dimension: one of %s except global", strings.Join(guard.Dimensions, ", "))
+	case r.Algorithm == guard.Distinct && slices.Contains(r.Key, r.Of):
 		bad(at+".of", "%q is also in key: one value per key cannot be counted", r.Of)
-	case r.Algorithm == Distinct && r.Of == "device":
+	case r.Algorithm == guard.Distinct && r.Of == "device":
 		bad(at+".of", "devices cannot be counted (untrusted clients share one value); count account or ip")
-	case r.Algorithm != Distinct && r.Of != "":
+	case r.Algorithm != guard.Distinct && r.Of != "":
 		bad(at+".of", "only applies to the distinct algorithm")
 	}
 	if l := r.Lease; l != nil {
 		switch {
-		case r.Algorithm != FixedWindow || r.Count != CountRequests || r.Mode != ModeEnforce:
+		case r.Algorithm != guard.FixedWindow || r.Count != guard.CountRequests || r.Mode != guard.ModeEnforce:
 			bad(at+".lease", "needs algorithm fixed_window, count requests and mode enforce")
 		case l.Units < 2 || l.Units > r.Limit:
 			bad(at+".lease.units", "must be 2 to the rule's limit (%d), got %d", r.Limit, l.Units)
 		}
 	}
 	switch r.Count {
-	case CountRequests:
-	case CountFailures:
-		if r.Algorithm == Concurrency {
+	case guard.CountRequests:
+	case guard.CountFailures:
+		if r.Algorithm == guard.Concurrency {
 			bad(at+".count", "failures cannot be counted with the concurrency algorithm")
 		}
-	case CountSuccesses:
-		if r.Algorithm != Distinct {
+	case guard.CountSuccesses:
+		if r.Algorithm != guard.Distinct {
 			bad(at+".count", "successes are counted by the distinct algorithm only (the values of attempts that succeeded)")
 		}
-	case CountHeld:
-		if r.Algorithm == Distinct || r.Algorithm == Concurrency || r.Algorithm == Ratio {
+	case guard.CountHeld:
+		if r.Algorithm == guard.Distinct || r.Algorithm == guard.Concurrency || r.Algorithm == guard.Ratio {
 			bad(at+".count", "held attempts are counted by fixed_window, sliding_window, token_bucket or sliding_log")
 		}
 	default:
-		bad(at+".count", "must be %q, %q, %q or %q, got %q", CountRequests, CountFailures, CountHeld, CountSuccesses, r.Count)
+		bad(at+".count", "must be %q, %q, %q or %q, got %q", guard.CountRequests, guard.CountFailures, guard.CountHeld, guard.CountSuccesses, r.Count)
 	}
 	switch {
-	case r.Remember != 0 && r.Algorithm != Distinct:
+	case r.Remember != 0 && r.Algorithm != guard.Distinct:
 		bad(at+".remember", "only applies to the distinct algorithm")
 	case r.Remember != 0 && (r.Remember < r.Limit || r.Remember > MaxRemember):
 		bad(at+".remember", "must be the limit (%d) to %d values, got %d", r.Limit, MaxRemember, r.Remember)
@@ -142,21 +158,21 @@ func (r *Rule) validateCounting(at string, bad func(field, format string, args .
 }
 
 // validateMode checks mode, fallback, overage and the when filters.
-func (r *Rule) validateMode(at string, bad func(field, format string, args ...any)) {
+func validateMode(r *guard.Rule, at string, bad badFunc) {
 	switch {
-	case r.Mode == ModeChallenge && r.Fallback != "deny" && r.Fallback != "allow":
+	case r.Mode == guard.ModeChallenge && r.Fallback != "deny" && r.Fallback != "allow":
 		bad(at+".fallback", "must be deny or allow, got %q", r.Fallback)
-	case r.Mode != ModeChallenge && r.Fallback != "":
+	case r.Mode != guard.ModeChallenge && r.Fallback != "":
 		bad(at+".fallback", "only applies to mode challenge")
-	case r.Mode == ModeChallenge && r.Lease != nil:
+	case r.Mode == guard.ModeChallenge && r.Lease != nil:
 		bad(at+".lease", "does not apply to mode challenge")
 	}
 	switch r.Mode {
-	case ModeEnforce, ModeShadow, ModeChallenge:
+	case guard.ModeEnforce, guard.ModeShadow, guard.ModeChallenge:
 		if r.Overage != 0 {
 			bad(at+".overage", "only applies to mode soft")
 		}
-	case ModeSoft:
+	case guard.ModeSoft:
 		if r.Overage <= 0 || r.Overage > 10 {
 			bad(at+".overage", "must be more than 0%% and at most 1000%%, got %g%%", float64(r.Overage)*100)
 		}
@@ -172,8 +188,8 @@ func (r *Rule) validateMode(at string, bad func(field, format string, args ...an
 		}
 		if k == "device" {
 			for _, v := range vs {
-				if v != DeviceTrusted && v != DeviceUntrusted {
-					bad(at+".when.device", "%q is not %s or %s", v, DeviceTrusted, DeviceUntrusted)
+				if v != guard.DeviceTrusted && v != guard.DeviceUntrusted {
+					bad(at+".when.device", "%q is not %s or %s", v, guard.DeviceTrusted, guard.DeviceUntrusted)
 				}
 			}
 		}
@@ -181,12 +197,12 @@ func (r *Rule) validateMode(at string, bad func(field, format string, args ...an
 }
 
 // validateLockout checks a lockout's durations and what it needs.
-func (r *Rule) validateLockout(at string, bad func(field, format string, args ...any)) {
+func validateLockout(r *guard.Rule, at string, bad badFunc) {
 	if l := r.Lockout; l != nil {
-		if r.Count != CountFailures {
+		if r.Count != guard.CountFailures {
 			bad(at+".lockout", "needs count: failures (a lockout follows failed attempts)")
 		}
-		if r.Algorithm == Distinct {
+		if r.Algorithm == guard.Distinct {
 			bad(at+".lockout", "does not apply to the distinct algorithm (it denies new values for its window already)")
 		}
 		if l.Initial < time.Second {
@@ -211,17 +227,9 @@ func dimsKey(dims []string) string {
 	return strings.Join(s, "\x00")
 }
 
-// ruleID is the short name of a rule's state among the rules keyed on the
-// same dimensions (12 bits of a hash of its name and algorithm: a new
-// algorithm never reads an old one's state).
-func ruleID(name string, alg Algorithm) string {
-	sum := sha256.Sum256([]byte(name + "\x00" + string(alg)))
-	return base64.RawURLEncoding.EncodeToString(sum[:2])[:2]
-}
-
 func joinAlgorithms() string {
-	s := make([]string, len(Algorithms))
-	for i, a := range Algorithms {
+	s := make([]string, len(guard.Algorithms))
+	for i, a := range guard.Algorithms {
 		s[i] = string(a)
 	}
 	return strings.Join(s, ", ")

@@ -1,4 +1,4 @@
-package guard
+package config
 
 import (
 	"bytes"
@@ -9,9 +9,11 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/otpguard/otpguard/guard"
 )
 
-// Bounds on a configuration document, checked by [ParseConfig] before it
+// Bounds on a configuration document, checked by [Parse] before it
 // decodes or validates anything, wherever the document comes from (the
 // GUARD_CONFIG file, the SSM parameter, the console): a document over one
 // is refused at once with a [LimitError] naming it.
@@ -33,7 +35,7 @@ const (
 	maxProblems = 100
 )
 
-// LimitError is a document over one of the bounds [ParseConfig] checks
+// LimitError is a document over one of the bounds [Parse] checks
 // before it decodes anything.
 type LimitError struct {
 	// Bound is the bound's name: MaxConfigBytes, MaxRules or
@@ -44,67 +46,81 @@ type LimitError struct {
 	Limit, Got int
 }
 
+// Error names the bound, its value and the document's.
 func (e *LimitError) Error() string {
 	switch e.Bound {
 	case "MaxConfigBytes":
-		return fmt.Sprintf("config: the document is %d bytes; at most %d (guard.%s)", e.Got, e.Limit, e.Bound)
+		return fmt.Sprintf("config: the document is %d bytes; at most %d (config.%s)", e.Got, e.Limit, e.Bound)
 	case "MaxRules":
-		return fmt.Sprintf("config: rules: %d rules; at most %d (guard.%s)", e.Got, e.Limit, e.Bound)
+		return fmt.Sprintf("config: rules: %d rules; at most %d (config.%s)", e.Got, e.Limit, e.Bound)
 	}
-	return fmt.Sprintf("config: the document nests %d levels deep; at most %d (guard.%s)", e.Got, e.Limit, e.Bound)
+	return fmt.Sprintf("config: the document nests %d levels deep; at most %d (config.%s)", e.Got, e.Limit, e.Bound)
 }
 
-// ParseConfig reads a configuration document laid over the embedded
-// default, fills defaults and validates it. An empty doc gives the default.
+// document is the configuration document as it is written: its rules
+// in their written form.
+type document struct {
+	Config `yaml:",inline"`
+	Rules  []rule `yaml:"rules"`
+}
+
+// Parse reads a configuration document laid over the embedded default,
+// fills defaults and validates it. An empty doc gives the default.
 // A document over MaxConfigBytes, MaxRules or MaxConfigDepth is refused
 // with a *LimitError before anything is decoded from it.
-func ParseConfig(doc []byte) (Config, error) {
+func Parse(doc []byte) (Config, error) {
 	if len(doc) > MaxConfigBytes {
 		return Config{}, &LimitError{Bound: "MaxConfigBytes", Limit: MaxConfigBytes, Got: len(doc)}
 	}
-	var c Config
-	if _, err := decodeRules(defaultYAML, &c); err != nil {
+	var d document
+	if _, err := decodeRules(defaultYAML, &d); err != nil {
 		return Config{}, fmt.Errorf("config: default: %w", err)
 	}
 	ownRules := false
 	if len(bytes.TrimSpace(doc)) > 0 {
 		var err error
-		if ownRules, err = decodeRules(doc, &c); err != nil {
+		if ownRules, err = decodeRules(doc, &d); err != nil {
 			if _, ok := err.(*LimitError); ok {
 				return Config{}, err
 			}
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
 	}
-	if !ownRules && c.Network.ASNDatabase == "" {
+	if !ownRules && d.Network.ASNDatabase == "" {
 		// The default rules on the asn dimension apply once an ASN
 		// database is configured; a rule of yours on asn without one is
-		// an error (Validate).
-		c.Rules = slices.DeleteFunc(c.Rules, func(r Rule) bool { return slices.Contains(r.Key, "asn") || r.Of == "asn" })
+		// an error (validate).
+		d.Rules = slices.DeleteFunc(d.Rules, func(r rule) bool { return slices.Contains(r.Key, "asn") || r.Of == "asn" })
+	}
+	c := d.Config
+	c.Rules = make([]guard.Rule, len(d.Rules))
+	percent := make([]bool, len(d.Rules))
+	for i, r := range d.Rules {
+		c.Rules[i], percent[i] = r.engine(), r.percent
 	}
 	c.fill()
-	if err := c.Validate(); err != nil {
+	if err := c.validate(percent); err != nil {
 		return Config{}, err
 	}
 	return c, nil
 }
 
-// decodeRules decodes doc over c strictly; a rule's limit may be written
+// decodeRules decodes doc over d strictly; a rule's limit may be written
 // as a percentage ("80%", the ratio algorithm's), which the document is
 // rewritten for first (a custom unmarshaler would lose the strictness).
 // It reports whether doc has a rules list (which replaces the rules
 // before it as a whole).
-func decodeRules(doc []byte, c *Config) (bool, error) {
+func decodeRules(doc []byte, d *document) (bool, error) {
 	doc, marks, replaced, err := percents(doc)
 	if err != nil {
 		return false, err
 	}
-	if err := decodeStrict(doc, c); err != nil {
+	if err := decodeStrict(doc, d); err != nil {
 		return false, err
 	}
 	if replaced {
-		for i := range c.Rules {
-			c.Rules[i].percent = marks[i]
+		for i := range d.Rules {
+			d.Rules[i].percent = marks[i]
 		}
 	}
 	return replaced, nil
