@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // manyRules is a valid document of n rules (up to 6 × 4096), each
@@ -24,11 +25,11 @@ func manyRules(n int) string {
 	for i, suffix := 0, 0; i < n; i++ {
 		k := i % len(keys)
 		name := ""
-		for name == "" || ids[k][guard.Rule{Name: name, Algorithm: guard.FixedWindow}.StateID()] {
+		for name == "" || ids[k][guard.Rule{Name: name, Algorithm: store.FixedWindow}.StateID()] {
 			name = fmt.Sprintf("rule-%05d", suffix)
 			suffix++
 		}
-		ids[k][guard.Rule{Name: name, Algorithm: guard.FixedWindow}.StateID()] = true
+		ids[k][guard.Rule{Name: name, Algorithm: store.FixedWindow}.StateID()] = true
 		fmt.Fprintf(&b, "  - {name: %s, action: %s, key: %s, limit: %d, window: %dm}\n", name, actions[i%len(actions)], keys[k], 1+i%50, 1+i%60)
 	}
 	return b.String()
@@ -90,7 +91,7 @@ func TestRuleNamesAndStateIDsAreUnique(t *testing.T) {
 	var a, b string
 	for i := 0; b == ""; i++ {
 		n := fmt.Sprintf("r%d", i)
-		id := guard.Rule{Name: n, Algorithm: guard.FixedWindow}.StateID()
+		id := guard.Rule{Name: n, Algorithm: store.FixedWindow}.StateID()
 		if other, ok := seen[id]; ok {
 			a, b = other, n
 		}

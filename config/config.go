@@ -19,6 +19,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 //go:embed default.yaml
@@ -220,15 +221,15 @@ func (c *Config) fill() {
 // fillRule sets a rule's defaults, which depend on its other fields.
 func fillRule(r *guard.Rule) {
 	if r.Algorithm == "" {
-		r.Algorithm = guard.FixedWindow
+		r.Algorithm = store.FixedWindow
 	}
 	if r.Count == "" {
 		r.Count = guard.CountRequests
-		if r.Algorithm == guard.Ratio {
+		if r.Algorithm == store.Ratio {
 			r.Count = guard.CountFailures // a ratio of failures
 		}
 	}
-	if r.Algorithm == guard.Ratio && r.Min == 0 {
+	if r.Algorithm == store.Ratio && r.Min == 0 {
 		r.Min = 20
 	}
 	if r.Mode == "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 func TestDefault(t *testing.T) {
@@ -20,10 +21,10 @@ func TestDefault(t *testing.T) {
 	for _, r := range c.Rules {
 		byName[r.Name] = r
 	}
-	if r := byName["login-per-ip"]; r.Algorithm != guard.TokenBucket || r.Count != guard.CountFailures || r.OnStoreError != "allow" {
+	if r := byName["login-per-ip"]; r.Algorithm != store.TokenBucket || r.Count != guard.CountFailures || r.OnStoreError != "allow" {
 		t.Errorf("login-per-ip: %+v", r)
 	}
-	if r := byName["otp-send-per-destination"]; r.Algorithm != guard.FixedWindow || r.Mode != guard.ModeEnforce || r.OnStoreError != "deny" || r.Limit != 2 || r.Window != time.Minute {
+	if r := byName["otp-send-per-destination"]; r.Algorithm != store.FixedWindow || r.Mode != guard.ModeEnforce || r.OnStoreError != "deny" || r.Limit != 2 || r.Window != time.Minute {
 		t.Errorf("otp-send-per-destination: %+v", r)
 	}
 	if r := byName["login-per-account-ip"]; r.Lockout == nil || r.Lockout.Max != time.Hour || r.Lockout.Reset != 24*time.Hour || !r.ResetOnSuccess {

@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // rule is a guard.Rule as the document writes it: the fields guard.Rule
@@ -51,7 +52,7 @@ func (r rule) engine() guard.Rule {
 // written is g as the document writes it; a ratio's limit is a
 // percentage.
 func written(g guard.Rule) rule {
-	r := rule{Rule: g, Overage: Percent(g.Overage), percent: g.Algorithm == guard.Ratio}
+	r := rule{Rule: g, Overage: Percent(g.Overage), percent: g.Algorithm == store.Ratio}
 	if g.When != nil {
 		r.When = make(map[string]StringList, len(g.When))
 		for k, vs := range g.When {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Bounds on rules, checked by [Parse] (a rule's limit is at most
@@ -52,7 +53,7 @@ func validateRule(r *guard.Rule, percent bool, at string, bad badFunc) {
 	} else if r.Window%time.Millisecond != 0 {
 		bad(at+".window", "must be a whole number of milliseconds, got %s", r.Window)
 	}
-	if !slices.Contains(guard.Algorithms, r.Algorithm) {
+	if !slices.Contains(store.Algorithms, r.Algorithm) {
 		bad(at+".algorithm", "unknown algorithm %q; one of %s", r.Algorithm, joinAlgorithms())
 	}
 	validateCounting(r, at, bad)
@@ -70,22 +71,22 @@ func validateRule(r *guard.Rule, percent bool, at string, bad badFunc) {
 // otherwise) and what a ratio allows.
 func validateLimit(r *guard.Rule, percent bool, at string, bad badFunc) {
 	switch {
-	case r.Algorithm == guard.Ratio && !percent:
+	case r.Algorithm == store.Ratio && !percent:
 		bad(at+".limit", "the ratio algorithm's limit is the failure ratio that denies, a percentage such as 80%%")
-	case r.Algorithm == guard.Ratio && (r.Limit < 1 || r.Limit > 99):
+	case r.Algorithm == store.Ratio && (r.Limit < 1 || r.Limit > 99):
 		bad(at+".limit", "must be 1%% to 99%%, got %d%%", r.Limit)
-	case r.Algorithm != guard.Ratio && percent:
+	case r.Algorithm != store.Ratio && percent:
 		bad(at+".limit", "a percentage is only the ratio algorithm's limit; this rule counts units: a whole number")
-	case r.Algorithm != guard.Ratio && (r.Limit < 1 || r.Limit > guard.MaxLimit):
+	case r.Algorithm != store.Ratio && (r.Limit < 1 || r.Limit > guard.MaxLimit):
 		bad(at+".limit", "must be 1 to %d, got %d", int64(guard.MaxLimit), r.Limit)
 	}
 	switch {
-	case r.Algorithm == guard.Ratio && (r.Min < 1 || r.Min > guard.MaxLimit):
+	case r.Algorithm == store.Ratio && (r.Min < 1 || r.Min > guard.MaxLimit):
 		bad(at+".min", "must be 1 to %d attempts, got %d", int64(guard.MaxLimit), r.Min)
-	case r.Algorithm != guard.Ratio && r.Min != 0:
+	case r.Algorithm != store.Ratio && r.Min != 0:
 		bad(at+".min", "only applies to the ratio algorithm")
 	}
-	if r.Algorithm == guard.Ratio {
+	if r.Algorithm == store.Ratio {
 		switch {
 		case r.Count != guard.CountFailures:
 			bad(at+".count", "the ratio algorithm counts failures (leave count out)")
@@ -103,7 +104,7 @@ func validateLimit(r *guard.Rule, percent bool, at string, bad badFunc) {
 func validateElastic(r *guard.Rule, at string, bad badFunc) {
 	if e := r.Elastic; e != nil {
 		switch {
-		case r.Algorithm != guard.SlidingWindow || r.Count != guard.CountFailures:
+		case r.Algorithm != store.SlidingWindow || r.Count != guard.CountFailures:
 			bad(at+".elastic", "needs algorithm sliding_window and count failures (the successes are what it follows)")
 		case e.Ratio <= 0 || e.Ratio > 10:
 			bad(at+".elastic.ratio", "must be more than 0%% and at most 1000%%, got %g%%", float64(e.Ratio)*100)
@@ -115,18 +116,18 @@ func validateElastic(r *guard.Rule, at string, bad badFunc) {
 // count, remember.
 func validateCounting(r *guard.Rule, at string, bad badFunc) {
 	switch {
-	case r.Algorithm == guard.Distinct && (r.Of == "" || r.Of == "global" || !slices.Contains(guard.Dimensions, r.Of)):
+	case r.Algorithm == store.Distinct && (r.Of == "" || r.Of == "global" || !slices.Contains(guard.Dimensions, r.Of)):
 		bad(at+".of", "the distinct algorithm counts the distinct values of one dimension: one of %s except global", strings.Join(guard.Dimensions, ", "))
-	case r.Algorithm == guard.Distinct && slices.Contains(r.Key, r.Of):
+	case r.Algorithm == store.Distinct && slices.Contains(r.Key, r.Of):
 		bad(at+".of", "%q is also in key: one value per key cannot be counted", r.Of)
-	case r.Algorithm == guard.Distinct && r.Of == "device":
+	case r.Algorithm == store.Distinct && r.Of == "device":
 		bad(at+".of", "devices cannot be counted (untrusted clients share one value); count account or ip")
-	case r.Algorithm != guard.Distinct && r.Of != "":
+	case r.Algorithm != store.Distinct && r.Of != "":
 		bad(at+".of", "only applies to the distinct algorithm")
 	}
 	if l := r.Lease; l != nil {
 		switch {
-		case r.Algorithm != guard.FixedWindow || r.Count != guard.CountRequests || r.Mode != guard.ModeEnforce:
+		case r.Algorithm != store.FixedWindow || r.Count != guard.CountRequests || r.Mode != guard.ModeEnforce:
 			bad(at+".lease", "needs algorithm fixed_window, count requests and mode enforce")
 		case l.Units < 2 || l.Units > r.Limit:
 			bad(at+".lease.units", "must be 2 to the rule's limit (%d), got %d", r.Limit, l.Units)
@@ -135,22 +136,22 @@ func validateCounting(r *guard.Rule, at string, bad badFunc) {
 	switch r.Count {
 	case guard.CountRequests:
 	case guard.CountFailures:
-		if r.Algorithm == guard.Concurrency {
+		if r.Algorithm == store.Concurrency {
 			bad(at+".count", "failures cannot be counted with the concurrency algorithm")
 		}
 	case guard.CountSuccesses:
-		if r.Algorithm != guard.Distinct {
+		if r.Algorithm != store.Distinct {
 			bad(at+".count", "successes are counted by the distinct algorithm only (the values of attempts that succeeded)")
 		}
 	case guard.CountHeld:
-		if r.Algorithm == guard.Distinct || r.Algorithm == guard.Concurrency || r.Algorithm == guard.Ratio {
+		if r.Algorithm == store.Distinct || r.Algorithm == store.Concurrency || r.Algorithm == store.Ratio {
 			bad(at+".count", "held attempts are counted by fixed_window, sliding_window, token_bucket or sliding_log")
 		}
 	default:
 		bad(at+".count", "must be %q, %q, %q or %q, got %q", guard.CountRequests, guard.CountFailures, guard.CountHeld, guard.CountSuccesses, r.Count)
 	}
 	switch {
-	case r.Remember != 0 && r.Algorithm != guard.Distinct:
+	case r.Remember != 0 && r.Algorithm != store.Distinct:
 		bad(at+".remember", "only applies to the distinct algorithm")
 	case r.Remember != 0 && (r.Remember < r.Limit || r.Remember > MaxRemember):
 		bad(at+".remember", "must be the limit (%d) to %d values, got %d", r.Limit, MaxRemember, r.Remember)
@@ -202,7 +203,7 @@ func validateLockout(r *guard.Rule, at string, bad badFunc) {
 		if r.Count != guard.CountFailures {
 			bad(at+".lockout", "needs count: failures (a lockout follows failed attempts)")
 		}
-		if r.Algorithm == guard.Distinct {
+		if r.Algorithm == store.Distinct {
 			bad(at+".lockout", "does not apply to the distinct algorithm (it denies new values for its window already)")
 		}
 		if l.Initial < time.Second {
@@ -228,8 +229,8 @@ func dimsKey(dims []string) string {
 }
 
 func joinAlgorithms() string {
-	s := make([]string, len(guard.Algorithms))
-	for i, a := range guard.Algorithms {
+	s := make([]string, len(store.Algorithms))
+	for i, a := range store.Algorithms {
 		s[i] = string(a)
 	}
 	return strings.Join(s, ", ")

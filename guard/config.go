@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Config is what a Guard runs by: its rules and the few settings of the
@@ -49,7 +51,7 @@ func (c *Config) check() error {
 		switch {
 		case names[r.Name]:
 			return fmt.Errorf("guard: two rules are named %q", r.Name)
-		case !slices.Contains(Algorithms, r.Algorithm):
+		case !slices.Contains(store.Algorithms, r.Algorithm):
 			return fmt.Errorf("guard: rule %s: unknown algorithm %q", r.Name, r.Algorithm)
 		case len(r.Key) == 0 || r.Limit < 1 || r.Limit > MaxLimit || r.Window <= 0:
 			return fmt.Errorf("guard: rule %s needs a key, a limit of 1 to %d and a window", r.Name, int64(MaxLimit))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Allow decides whether req may proceed and, if so, consumes one unit of
@@ -105,11 +107,11 @@ type attempt struct {
 	tagBuf  [8]string // most actions have a few rules: no allocation
 	tags    []string  // per rule, filled as needed (see tag)
 	d       Decision
-	ops     []Op
+	ops     []store.Op
 	at      []int    // the rule of each op (-1: the device check)
 	local   []int    // the rules paid from this process's lease
 	refills []string // the leases this attempt refills from the store
-	res     []OpResult
+	res     []store.OpResult
 	err     error // the store's
 	// cancelled: the store failed because the caller's context ended
 	cancelled bool
@@ -140,7 +142,7 @@ func (g *Guard) remembered(rules []*rule, tags []string, s Subject, maybe bool, 
 func (g *Guard) cacheKey(rules []*rule, tags []string, i int, s Subject) denyKey {
 	r := rules[i]
 	k := denyKey{id: r.spec.ID, tag: g.tag(rules, tags, i, s)}
-	if r.Algorithm == Distinct {
+	if r.Algorithm == store.Distinct {
 		v, _ := g.dimension(r.Of, s)
 		k.value = g.valueHash(r.Of, v)
 	}
@@ -155,25 +157,25 @@ func (a *attempt) tag(i int) string { return a.g.tag(a.rules, a.tags, i, a.subje
 func (a *attempt) plan() error {
 	g := a.g
 	a.d = Decision{Allowed: true, Rules: make([]Result, len(a.rules)), Device: DeviceUntrusted}
-	a.ops, a.at = make([]Op, 0, len(a.rules)+1), make([]int, 0, len(a.rules)+1)
+	a.ops, a.at = make([]store.Op, 0, len(a.rules)+1), make([]int, 0, len(a.rules)+1)
 	if a.maybe {
 		a.d.Device = ""
 		a.applied = make([]bool, len(a.rules))
-		a.ops = append(a.ops, Op{Kind: DeviceCheck, Spec: g.devices.spec, Tag: g.deviceTag(a.subject.Account), Cost: 1, At: a.issued})
+		a.ops = append(a.ops, store.Op{Kind: store.DeviceCheck, Spec: g.devices.spec, Tag: g.deviceTag(a.subject.Account), Cost: 1, At: a.issued})
 		a.at = append(a.at, -1)
 	}
 	for i, r := range a.rules {
-		op := Op{Kind: Take, Spec: r.spec, Tag: a.tag(i), Cost: a.n}
+		op := store.Op{Kind: store.Take, Spec: r.spec, Tag: a.tag(i), Cost: a.n}
 		dependent := a.maybe && (r.filtersDevice || r.keyedDevice)
 		switch r.Algorithm {
-		case Concurrency:
+		case store.Concurrency:
 			if a.d.Lease == "" {
 				a.d.Lease = newID()
 			}
 			op.Member = a.d.Lease
-		case SlidingLog:
+		case store.SlidingLog:
 			op.Member = newID() // names this request's log entries
-		case Distinct:
+		case store.Distinct:
 			v, err := g.dimension(r.Of, a.subject)
 			if err != nil {
 				a.refilled()
@@ -205,16 +207,16 @@ func (a *attempt) plan() error {
 // planDependent plans rule i, whose op depends on the device: one op per
 // value of the device the rule applies to; the store's device check picks
 // the one that applies.
-func (a *attempt) planDependent(i int, op Op) {
+func (a *attempt) planDependent(i int, op store.Op) {
 	r := a.rules[i]
 	if r.onTrusted {
 		t := op
-		t.Cond = CondTrusted
+		t.Cond = store.CondTrusted
 		a.ops, a.at = append(a.ops, t), append(a.at, i)
 	}
 	if r.onUntrusted {
 		u := op
-		u.Cond = CondUntrusted
+		u.Cond = store.CondUntrusted
 		if r.keyedDevice {
 			s := a.subject
 			s.device = ""
@@ -264,11 +266,11 @@ func (a *attempt) decide(ctx context.Context) {
 }
 
 // backedOps are the ops of the rules that fall back on the backstop.
-func (g *Guard) backedOps(rules []*rule, at []int, ops []Op) []Op {
+func (g *Guard) backedOps(rules []*rule, at []int, ops []store.Op) []store.Op {
 	if g.backstop == nil {
 		return nil
 	}
-	var out []Op
+	var out []store.Op
 	for j, i := range at {
 		if i < 0 || rules[i].allow {
 			op := ops[j]

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Trusted devices (OWASP's device cookies, docs/contract.md §7). A device
@@ -38,13 +40,13 @@ const (
 type devices struct {
 	key  []byte
 	ttl  time.Duration
-	spec *Spec
+	spec *store.Spec
 }
 
 func newDevices(secret []byte, ttl time.Duration) devices {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("otpguard device tokens v1"))
-	return devices{key: m.Sum(nil), ttl: ttl, spec: &Spec{ID: "dv", Algorithm: Devices, Window: ttl}}
+	return devices{key: m.Sum(nil), ttl: ttl, spec: &store.Spec{ID: "dv", Algorithm: store.Devices, Window: ttl}}
 }
 
 // DeviceAccount is the form of an account a device token is bound to:
@@ -136,12 +138,12 @@ func (g *Guard) RevokeDevices(ctx context.Context, account string) error {
 	if DeviceAccount(account) == "" {
 		return fmt.Errorf("%w: an account is required", ErrInvalidInput)
 	}
-	op := Op{Kind: Revoke, Spec: g.devices.spec, Tag: g.deviceTag(account), Cost: 1}
+	op := store.Op{Kind: store.Revoke, Spec: g.devices.spec, Tag: g.deviceTag(account), Cost: 1}
 	if g.backstop != nil {
 		// first, so that it holds here even while the store fails
-		_, _ = g.do(ctx, g.backstop, []Op{op}) // in memory: it does not fail
+		_, _ = g.do(ctx, g.backstop, []store.Op{op}) // in memory: it does not fail
 	}
-	if _, err := g.do(ctx, g.store, []Op{op}); err != nil {
+	if _, err := g.do(ctx, g.store, []store.Op{op}); err != nil {
 		return fmt.Errorf("revoke devices: %w", err)
 	}
 	return nil

@@ -1,9 +1,10 @@
 // Package guard decides whether an attempt at an action (a code sent, a
 // code checked, a login, a signup, any action of yours) may proceed, by
-// rules counted in a Store (Redis) per identifier: per email or phone,
+// rules counted in a store (Redis) per identifier: per email or phone,
 // per IP and IP network, per account, per phone country and prefix, and
 // globally. It is the domain of otpguard: no HTTP, no AWS, no Redis key
-// format, no YAML; package redisstore is the Store on Redis, package
+// format, no YAML; package store is the protocol a store implements
+// (store.Store, store.Op), package redisstore the Store on Redis, package
 // memstore the in-process backstop, package api the HTTP API around it.
 //
 // A Guard runs by a [Config]: its rules and the few settings the engine

@@ -16,6 +16,7 @@ import (
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/pacer"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // TestParseASN: 13335, AS13335 and as13335 are one number; nothing else
@@ -131,15 +132,15 @@ func TestRulesListsWhatMayApply(t *testing.T) {
 
 // switchable is a store that counts its calls and fails while down.
 type switchable struct {
-	guard.Store
+	store.Store
 	calls atomic.Int64
 	down  atomic.Bool
 }
 
-func (s *switchable) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error) {
+func (s *switchable) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
 	s.calls.Add(1)
 	if s.down.Load() {
-		return nil, guard.ErrStoreUnavailable
+		return nil, store.ErrStoreUnavailable
 	}
 	return s.Store.Do(ctx, ops)
 }
@@ -148,13 +149,13 @@ const secret = "a test secret of 32 bytes, padded"
 
 // newGuard is a guard on store with the rules of doc; it fails the test
 // when either is refused.
-func newGuard(t *testing.T, doc string, store guard.Store, opts guard.Options) *guard.Guard {
+func newGuard(t *testing.T, doc string, st store.Store, opts guard.Options) *guard.Guard {
 	t.Helper()
 	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guard.New(cfg.Engine(), store, opts)
+	g, err := guard.New(cfg.Engine(), st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,9 +375,9 @@ func TestAddressesAtTheirEdges(t *testing.T) {
 // the attempt back, and this process's next request asks the store.
 func TestAFailureCountIsNeverRemembered(t *testing.T) {
 	const doc = "rules:\n  - {name: fails, action: login, key: [account], count: failures, limit: 1, window: 1h, onStoreError: deny}\n"
-	store := memstore.New(time.Now)
-	a := newGuard(t, doc, store, guard.Options{Secret: []byte(secret)})
-	b := newGuard(t, doc, store, guard.Options{Secret: []byte(secret)})
+	shared := memstore.New(time.Now)
+	a := newGuard(t, doc, shared, guard.Options{Secret: []byte(secret)})
+	b := newGuard(t, doc, shared, guard.Options{Secret: []byte(secret)})
 	ctx := context.Background()
 	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
 	d1, _ := a.Allow(ctx, req)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // cacheable reports whether r's denials may be answered from the deny
@@ -13,7 +15,7 @@ import (
 // lift, is always asked of the store (a login is worth a round trip: the
 // unblocked owner logs in at once, through any process).
 func (r *rule) cacheable() bool {
-	return r.spec.Enforce && !r.spec.Challenge && r.Algorithm != Concurrency && r.Count == CountRequests && r.Lockout == nil
+	return r.spec.Enforce && !r.spec.Challenge && r.Algorithm != store.Concurrency && r.Count == CountRequests && r.Lockout == nil
 }
 
 // cached is the decision a cached denial of rules[i] answers: the store is
@@ -29,12 +31,12 @@ func (g *Guard) cached(rules []*rule, i int, res Result) Decision {
 
 // mirror tells the backstop what the store answered for the ops of the
 // rules that fall back on it.
-func (g *Guard) mirror(rules []*rule, at []int, ops []Op, res []OpResult) {
+func (g *Guard) mirror(rules []*rule, at []int, ops []store.Op, res []store.OpResult) {
 	if g.backstop == nil {
 		return
 	}
-	var mo []Op
-	var mr []OpResult
+	var mo []store.Op
+	var mr []store.OpResult
 	for j, i := range at {
 		if i >= 0 && rules[i].allow {
 			op := ops[j]
@@ -51,12 +53,12 @@ func (g *Guard) mirror(rules []*rule, at []int, ops []Op, res []OpResult) {
 // enforcing rule allows on store errors, the backstop decides them (one
 // atomic batch, from the state the store last answered); otherwise the
 // request is denied and nothing is counted.
-func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op) []OpResult {
-	res := make([]OpResult, len(ops))
+func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []store.Op) []store.OpResult {
+	res := make([]store.OpResult, len(ops))
 	for j := range res {
-		res[j] = OpResult{Allowed: false, RetryAfter: time.Second}
+		res[j] = store.OpResult{Allowed: false, RetryAfter: time.Second}
 	}
-	var bo []Op
+	var bo []store.Op
 	var idx []int
 	for j, i := range at {
 		if i < 0 { // the device check: the backstop knows this process's revocations
@@ -82,17 +84,17 @@ func (g *Guard) fallback(ctx context.Context, rules []*rule, at []int, ops []Op)
 	}
 	for k, j := range idx {
 		res[j] = br[k]
-		if i := at[j]; i >= 0 && rules[i].spec.Challenge && rules[i].Algorithm == Distinct {
+		if i := at[j]; i >= 0 && rules[i].spec.Challenge && rules[i].Algorithm == store.Distinct {
 			// what the set held (an account's proven networks) is Redis's
 			// alone: the backstop's copy cannot say a value was seen, so
 			// the request is asked for its proof
-			res[j] = OpResult{Challenged: true, Now: br[k].Now}
+			res[j] = store.OpResult{Challenged: true, Now: br[k].Now}
 		}
 	}
 	return res
 }
 
-func (g *Guard) do(ctx context.Context, st Store, ops []Op) ([]OpResult, error) {
+func (g *Guard) do(ctx context.Context, st store.Store, ops []store.Op) ([]store.OpResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	res, err := st.Do(ctx, ops)
@@ -100,7 +102,7 @@ func (g *Guard) do(ctx context.Context, st Store, ops []Op) ([]OpResult, error) 
 		return nil, err
 	}
 	if len(res) != len(ops) {
-		return nil, fmt.Errorf("%w: %d results for %d operations", ErrStoreUnavailable, len(res), len(ops))
+		return nil, fmt.Errorf("%w: %d results for %d operations", store.ErrStoreUnavailable, len(res), len(ops))
 	}
 	return res, nil
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Subject is who or what a request is about. Parse its fields with
@@ -175,7 +177,7 @@ type Options struct {
 	// fails: a copy of the store's state in this process
 	// (memstore.New), kept to what the store answers and never asked
 	// while it answers. Required when a rule allows on store errors.
-	Backstop Backstop
+	Backstop store.Backstop
 	// Clock reads this process's monotonic clock for the deny cache and
 	// leases, which measure only durations the store reported. Default
 	// time.Now. Rule windows always run on the store's clock.
@@ -206,8 +208,8 @@ type State struct{ ID, Tag string }
 // Guard evaluates the configured rules of an action against a Store.
 // It is safe for concurrent use.
 type Guard struct {
-	store     Store
-	backstop  Backstop
+	store     store.Store
+	backstop  store.Backstop
 	secret    []byte
 	timeout   time.Duration
 	ipv6Bits  int
@@ -228,7 +230,7 @@ type Guard struct {
 // rule is a Rule with what every decision needs computed once.
 type rule struct {
 	Rule
-	spec  *Spec
+	spec  *store.Spec
 	dims  []string // Key, sorted: the order a rule lists them in does not matter
 	limit int64    // effective limit: with a soft rule's overage
 	allow bool     // onStoreError allow
@@ -243,7 +245,7 @@ type rule struct {
 // New returns a Guard for a validated configuration (config.Parse
 // validates one, and its Engine method gives it). It refuses what the
 // engine cannot run: see [Config].
-func New(cfg Config, store Store, opts Options) (*Guard, error) {
+func New(cfg Config, st store.Store, opts Options) (*Guard, error) {
 	if len(opts.Secret) < 16 {
 		return nil, errors.New("guard: the key-hashing secret must be at least 16 bytes")
 	}
@@ -254,7 +256,7 @@ func New(cfg Config, store Store, opts Options) (*Guard, error) {
 		opts.Clock = time.Now
 	}
 	g := &Guard{
-		store:     store,
+		store:     st,
 		backstop:  opts.Backstop,
 		secret:    slices.Clone(opts.Secret),
 		timeout:   cfg.StoreTimeout,
@@ -303,13 +305,13 @@ func compile(r Rule, packs map[string]time.Duration) *rule {
 	if r.Mode == ModeSoft {
 		cr.limit += int64(float64(r.Limit) * r.Overage)
 	}
-	cr.spec = &Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
+	cr.spec = &store.Spec{ID: ruleID(r.Name, r.Algorithm), Algorithm: r.Algorithm, Limit: cr.limit, Window: r.Window,
 		Enforce: r.Mode != ModeShadow, Challenge: r.Mode == ModeChallenge, Failures: r.Count == CountFailures,
 		Keep: r.Remember, Lockout: r.Lockout, Min: r.Min}
 	if r.Elastic != nil {
 		cr.spec.Elastic = r.Elastic.Ratio
 	}
-	if ttl, ok := packs[dimsKey(r.Key)]; ok && r.Algorithm.packable() {
+	if ttl, ok := packs[dimsKey(r.Key)]; ok && packable(r.Algorithm) {
 		cr.spec.Packed, cr.spec.PackTTL = true, ttl
 	}
 	return cr
@@ -323,13 +325,13 @@ func packing(rules []Rule) map[string]time.Duration {
 	count := map[string]int{}
 	ttl := map[string]time.Duration{}
 	for _, r := range rules {
-		if !r.Algorithm.packable() {
+		if !packable(r.Algorithm) {
 			continue
 		}
 		k := dimsKey(r.Key)
 		count[k]++
 		keep := r.Window
-		if r.Algorithm == SlidingWindow || r.Algorithm == Ratio {
+		if r.Algorithm == store.SlidingWindow || r.Algorithm == store.Ratio {
 			keep = 2 * r.Window
 		}
 		if r.Lockout != nil {

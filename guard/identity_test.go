@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // One key hashes to one tag; different keys and networks do not.
@@ -126,18 +128,18 @@ func testConfig() Config {
 			name = "otp-send-per-" + d
 		}
 		c.Rules = append(c.Rules, Rule{Name: name, Action: "otp.send", Key: []string{d}, Limit: 2, Window: time.Minute,
-			Algorithm: FixedWindow, Count: CountRequests, Mode: ModeEnforce, OnStoreError: "allow"})
+			Algorithm: store.FixedWindow, Count: CountRequests, Mode: ModeEnforce, OnStoreError: "allow"})
 	}
 	return c
 }
 
 type nopStore struct{}
 
-func (nopStore) Do(ctx context.Context, ops []Op) ([]OpResult, error) {
-	return nil, ErrStoreUnavailable
+func (nopStore) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
+	return nil, store.ErrStoreUnavailable
 }
 
-func (nopStore) Begin([]Op)              {}
-func (nopStore) End([]Op)                {}
-func (nopStore) Mirror([]Op, []OpResult) {}
-func (nopStore) Forget(string, string)   {}
+func (nopStore) Begin([]store.Op)                    {}
+func (nopStore) End([]store.Op)                      {}
+func (nopStore) Mirror([]store.Op, []store.OpResult) {}
+func (nopStore) Forget(string, string)               {}

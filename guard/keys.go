@@ -8,6 +8,8 @@ import (
 	"hash"
 	"slices"
 	"strconv"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // match returns the rules of req's action whose filters req passes. The
@@ -52,7 +54,7 @@ func (r *rule) matches(attrs map[string]string, maybe bool) bool {
 	return true
 }
 
-func (r *rule) result(o OpResult, member string) Result {
+func (r *rule) result(o store.OpResult, member string) Result {
 	res := Result{
 		Rule: r.Name, Mode: r.Mode, Allowed: o.Allowed, Limit: r.Limit, Window: r.Window,
 		Remaining: o.Remaining, ResetAfter: o.ResetAfter, RetryAfter: o.RetryAfter, Locked: o.Locked,

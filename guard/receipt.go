@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Receipts settle an attempt from another request. A send counts as a
@@ -104,16 +106,16 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 	if receipt == "" {
 		return nil
 	}
-	kind := Refund
+	kind := store.Refund
 	switch outcome {
 	case Success:
 	case Void:
-		kind = Cancel
+		kind = store.Cancel
 	default:
 		return fmt.Errorf("%w: a receipt settles a success or a void attempt", ErrInvalidInput)
 	}
 	var rules []*rule
-	var ops []Op
+	var ops []store.Op
 	for _, e := range strings.Fields(receipt) {
 		f := strings.Split(e, ",")
 		if len(f) == 4 {
@@ -135,10 +137,10 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 		if !ok {
 			continue
 		}
-		if r.Algorithm == Distinct && f[4] == "" && k != Unblock {
+		if r.Algorithm == store.Distinct && f[4] == "" && k != store.Unblock {
 			continue // a set's entry is named by its member
 		}
-		op := Op{Kind: k, Spec: r.spec, Tag: f[1], Cost: units, Member: f[4], At: time.UnixMicro(at)}
+		op := store.Op{Kind: k, Spec: r.spec, Tag: f[1], Cost: units, Member: f[4], At: time.UnixMicro(at)}
 		rules, ops = append(rules, r), append(ops, op)
 	}
 	if len(ops) == 0 {
@@ -154,27 +156,27 @@ func (g *Guard) SettleReceipt(ctx context.Context, receipt string, outcome Outco
 // a failure taken, k: a take held back, h: a held count, v: a unit of a
 // void attempt), does for outcome, kind being the outcome's default (a
 // refund for a success, a cancel for a void); false: nothing.
-func entryKind(r *rule, mark string, kind OpKind, outcome Outcome) (OpKind, bool) {
+func entryKind(r *rule, mark string, kind store.OpKind, outcome Outcome) (store.OpKind, bool) {
 	k := kind
 	switch {
 	case mark == "v" && outcome == Void:
-		k = Cancel // a unit of the attempt: it never happened
+		k = store.Cancel // a unit of the attempt: it never happened
 	case mark == "v":
 		return "", false
 	case mark == "h" && r.Count != CountHeld:
 		return "", false
 	case mark == "h" && outcome == Success:
-		k = Unblock // the proof: what waited for it is over
+		k = store.Unblock // the proof: what waited for it is over
 	case mark == "h":
 		return "", false // a void attempt's held count is the decision's to give back (Settle)
 	case mark == "k" && (outcome != Success || r.Count == CountFailures):
 		return "", false // held back: a success commits it, nothing else does
 	case mark == "k":
-		k = Commit
+		k = store.Commit
 	case r.Count != CountFailures:
 		return "", false
 	case outcome == Success && r.ResetOnSuccess:
-		k = Unblock // a success proves the pair: its failures and lockouts go
+		k = store.Unblock // a success proves the pair: its failures and lockouts go
 	}
 	return k, true
 }

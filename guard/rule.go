@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Rule is one rate limit. See docs/contract.md §5 for the meaning of each
@@ -34,8 +36,8 @@ type Rule struct {
 	// Window is the period the limit applies to; for concurrency, how long
 	// a lease lives before it expires on its own.
 	Window time.Duration `yaml:"window"`
-	// Algorithm is one of [Algorithms]. Default fixed_window.
-	Algorithm Algorithm `yaml:"algorithm"`
+	// Algorithm is one of [store.Algorithms]. Default fixed_window.
+	Algorithm store.Algorithm `yaml:"algorithm"`
 	// Count is "requests" (default), "failures" (an admitted attempt
 	// counts as a failure until it succeeds), "held" (an attempt counts
 	// while it waits for a proof it has not given, a right password held
@@ -59,7 +61,7 @@ type Rule struct {
 	When map[string][]string `yaml:"-"`
 	// Lockout, with count failures, locks the subject out when failures
 	// reach Limit, for progressively longer periods.
-	Lockout *Lockout `yaml:"lockout"`
+	Lockout *store.Lockout `yaml:"lockout"`
 	// ResetOnSuccess, with count failures, clears the failure counter when
 	// the action succeeds.
 	ResetOnSuccess bool `yaml:"resetOnSuccess"`
@@ -94,40 +96,9 @@ type Lease struct {
 	Units int64 `yaml:"units"`
 }
 
-// Lockout is a progressive lockout: the first lasts Initial, each further
-// one of the same subject Factor times longer, up to Max. A subject's
-// lockout count is forgotten after Reset without a lockout.
-type Lockout struct {
-	Initial time.Duration `yaml:"initial"`
-	Factor  float64       `yaml:"factor"`
-	Max     time.Duration `yaml:"max"`
-	// Reset is how long the lockout count is remembered. Default 24h.
-	Reset time.Duration `yaml:"reset"`
-}
-
-// Algorithm names a rate-limiting algorithm.
-type Algorithm string
-
-// The algorithms (docs/contract.md §5).
-const (
-	FixedWindow   Algorithm = "fixed_window"
-	SlidingWindow Algorithm = "sliding_window"
-	TokenBucket   Algorithm = "token_bucket"
-	SlidingLog    Algorithm = "sliding_log"
-	Concurrency   Algorithm = "concurrency"
-	Distinct      Algorithm = "distinct"
-	Ratio         Algorithm = "ratio"
-	// Devices is not a rule's: the state of an account's device tokens
-	// (the DeviceCheck and Revoke ops).
-	Devices Algorithm = "devices"
-)
-
-// Algorithms lists every algorithm a rule may name.
-var Algorithms = []Algorithm{FixedWindow, SlidingWindow, TokenBucket, SlidingLog, Concurrency, Distinct, Ratio}
-
 // packable reports whether a's state fits a field of the packed hash.
-func (a Algorithm) packable() bool {
-	return a == FixedWindow || a == TokenBucket || a == SlidingWindow || a == Ratio
+func packable(a store.Algorithm) bool {
+	return a == store.FixedWindow || a == store.TokenBucket || a == store.SlidingWindow || a == store.Ratio
 }
 
 // Dimensions lists every dimension a rule may key on.
@@ -172,7 +143,7 @@ func dimsKey(dims []string) string {
 
 // ruleID is the short name of a rule's state among the rules keyed on the
 // same dimensions (see [Rule.StateID]).
-func ruleID(name string, alg Algorithm) string {
+func ruleID(name string, alg store.Algorithm) string {
 	sum := sha256.Sum256([]byte(name + "\x00" + string(alg)))
 	return base64.RawURLEncoding.EncodeToString(sum[:2])[:2]
 }

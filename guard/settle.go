@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Settle reports how an attempt that d admitted ended (see [Outcome]).
@@ -21,7 +23,7 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 		return nil, err
 	}
 	var settled []*rule
-	var ops []Op
+	var ops []store.Op
 	for i, r := range rules {
 		res, known := Result{taken: 1, at: d.At, tag: tags[i]}, d.Rules != nil
 		if known {
@@ -41,15 +43,15 @@ func (g *Guard) Settle(ctx context.Context, req Request, d Decision, outcome Out
 			}
 		} else if r.filtersDevice && !r.onUntrusted {
 			continue // it applied to trusted devices only
-		} else if r.Algorithm == SlidingLog {
+		} else if r.Algorithm == store.SlidingLog {
 			res.taken = 0 // its entry is named at admission, unknown here
 		}
 		kind := settleKind(r, res, known, outcome)
 		if kind == "" {
 			continue
 		}
-		op := Op{Kind: kind, Spec: r.spec, Tag: res.tag, Cost: max(res.taken, 1), Member: res.member, At: res.at}
-		if r.Algorithm == Distinct && op.Member == "" {
+		op := store.Op{Kind: kind, Spec: r.spec, Tag: res.tag, Cost: max(res.taken, 1), Member: res.member, At: res.at}
+		if r.Algorithm == store.Distinct && op.Member == "" {
 			if op.Member, err = g.distinctMember(r, req.Subject); err != nil {
 				return nil, err
 			}
@@ -84,7 +86,7 @@ func (g *Guard) distinctMember(r *rule, subject Subject) (string, error) {
 // settleKind is what outcome does to rule r, whose part in the decision
 // was res (known: the decision is at hand; else res assumes one unit
 // taken now).
-func settleKind(r *rule, res Result, known bool, outcome Outcome) OpKind {
+func settleKind(r *rule, res Result, known bool, outcome Outcome) store.OpKind {
 	switch {
 	case r.Count == CountFailures:
 		switch failed := outcome == Failure || (outcome == Stray && !r.owned); {
@@ -94,50 +96,50 @@ func settleKind(r *rule, res Result, known bool, outcome Outcome) OpKind {
 			// a right password is no failure of the address's or the
 			// network's (an office's unanswered challenges must not
 			// count as failed accounts)
-			return Refund
+			return store.Refund
 		case failed && r.Lockout != nil:
-			return Strike
+			return store.Strike
 		case failed:
 			return ""
 		case outcome == Success && r.ResetOnSuccess:
-			return Unblock // a success proves the pair: its failures and lockouts go
+			return store.Unblock // a success proves the pair: its failures and lockouts go
 		case res.taken > 0 && outcome == Success:
-			return Refund
+			return store.Refund
 		case res.taken > 0:
-			return Cancel // void, or a stray guess at what the subject owns: it never happened
+			return store.Cancel // void, or a stray guess at what the subject owns: it never happened
 		}
 		return ""
 	case known && res.Challenged:
 		// a challenge held the take back: the proof commits it
 		if outcome == Success {
-			return Commit
+			return store.Commit
 		}
 		return ""
-	case !known && outcome == Success && r.Algorithm == Distinct && (r.Count == CountSuccesses || r.Mode == ModeChallenge):
+	case !known && outcome == Success && r.Algorithm == store.Distinct && (r.Count == CountSuccesses || r.Mode == ModeChallenge):
 		// whether a challenge held it back is unknown: committing a value
 		// is the same whether or not the set has it
-		return Commit
+		return store.Commit
 	case r.Count == CountHeld:
 		switch {
 		case outcome == Held:
 			return "" // it waits for its proof: counted
 		case outcome == Success:
-			return Unblock // the account proved itself: what waited is over
+			return store.Unblock // the account proved itself: what waited is over
 		case known && res.Challenged:
 			return "" // a challenge held its take back
 		case res.taken > 0:
-			return Cancel // a wrong password, a void attempt: nothing held
+			return store.Cancel // a wrong password, a void attempt: nothing held
 		}
 		return ""
 	case r.Count == CountSuccesses:
 		// a value counts once its attempt succeeds; a value the set had
 		// already (taken 0) stays
 		if outcome != Success && known && res.taken > 0 {
-			return Cancel
+			return store.Cancel
 		}
 		return ""
 	case outcome == Void && res.taken > 0:
-		return Cancel
+		return store.Cancel
 	}
 	return ""
 }
@@ -152,7 +154,7 @@ func (g *Guard) Prove(ctx context.Context, req Request, d Decision) (Decision, e
 		return d, nil
 	}
 	var rules []*rule
-	var ops []Op
+	var ops []store.Op
 	var at []int
 	for k, res := range d.Rules {
 		r := g.byName[res.Rule]
@@ -160,7 +162,7 @@ func (g *Guard) Prove(ctx context.Context, req Request, d Decision) (Decision, e
 			continue
 		}
 		rules, at = append(rules, r), append(at, k)
-		ops = append(ops, Op{Kind: Commit, Spec: r.spec, Tag: res.tag, Cost: 1, Member: res.member})
+		ops = append(ops, store.Op{Kind: store.Commit, Spec: r.spec, Tag: res.tag, Cost: 1, Member: res.member})
 	}
 	out := d
 	out.Rules = slices.Clone(d.Rules)
@@ -193,19 +195,19 @@ func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
 		return err
 	}
 	var rs []*rule
-	var ops []Op
+	var ops []store.Op
 	for i, r := range rules {
-		if r.Algorithm != Concurrency {
+		if r.Algorithm != store.Concurrency {
 			continue
 		}
 		// tags are the untrusted device's; a rule keyed on the device may
 		// have taken the lease under the trusted one: release both
-		rs, ops = append(rs, r), append(ops, Op{Kind: Release, Spec: r.spec, Tag: tags[i], Cost: 1, Member: lease})
+		rs, ops = append(rs, r), append(ops, store.Op{Kind: store.Release, Spec: r.spec, Tag: tags[i], Cost: 1, Member: lease})
 		if id, _, ok := g.devices.verify(req.Device, req.Subject.Account); ok && r.keyedDevice {
 			s := req.Subject
 			s.device = id
 			tag := g.tag([]*rule{r}, make([]string, 1), 0, s)
-			rs, ops = append(rs, r), append(ops, Op{Kind: Release, Spec: r.spec, Tag: tag, Cost: 1, Member: lease})
+			rs, ops = append(rs, r), append(ops, store.Op{Kind: store.Release, Spec: r.spec, Tag: tag, Cost: 1, Member: lease})
 		}
 	}
 	if len(ops) == 0 {
@@ -225,15 +227,15 @@ func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
 // read what the store answered. When the decision being settled was made
 // by the backstop alone (the store was failing), only the backstop
 // changes.
-func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly bool) ([]OpResult, error) {
+func (g *Guard) apply(ctx context.Context, rules []*rule, ops []store.Op, backstopOnly bool) ([]store.OpResult, error) {
 	g.forget(rules, ops)
 	if backstopOnly {
 		return g.applyBackstop(ctx, rules, ops)
 	}
-	var same, mo []Op
+	var same, mo []store.Op
 	for i, op := range ops {
 		if rules[i].allow && g.backstop != nil {
-			if op.Kind == Strike || op.Kind == Peek {
+			if op.Kind == store.Strike || op.Kind == store.Peek {
 				mo = append(mo, op)
 			} else {
 				same = append(same, op)
@@ -245,9 +247,9 @@ func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly
 		return nil, err
 	}
 	if len(mo) > 0 {
-		var mr []OpResult
+		var mr []store.OpResult
 		for i, op := range ops {
-			if rules[i].allow && (op.Kind == Strike || op.Kind == Peek) {
+			if rules[i].allow && (op.Kind == store.Strike || op.Kind == store.Peek) {
 				mr = append(mr, res[i])
 			}
 		}
@@ -262,22 +264,22 @@ func (g *Guard) apply(ctx context.Context, rules []*rule, ops []Op, backstopOnly
 // forget drops what this process keeps of the states ops change: the
 // deny cache's denials that a refund, release or unblock may have ended,
 // and the leases an unblock cleared.
-func (g *Guard) forget(rules []*rule, ops []Op) {
+func (g *Guard) forget(rules []*rule, ops []store.Op) {
 	for i, op := range ops {
 		key := op.Spec.ID + op.Tag
 		switch op.Kind {
-		case Refund, Cancel, Release:
+		case store.Refund, store.Cancel, store.Release:
 			switch {
 			case g.cache == nil || !rules[i].cacheable():
 				// nothing of it is cached
-			case rules[i].Algorithm == Distinct:
+			case rules[i].Algorithm == store.Distinct:
 				// the room a value leaves is every other value's: each
 				// one's remembered denial may have ended
 				g.cache.dropState(op.Spec.ID, op.Tag)
 			default:
 				g.cache.drop(denyKey{op.Spec.ID, op.Tag, ""})
 			}
-		case Unblock:
+		case store.Unblock:
 			if g.cache != nil {
 				g.cache.dropState(op.Spec.ID, op.Tag)
 			}
@@ -288,12 +290,12 @@ func (g *Guard) forget(rules []*rule, ops []Op) {
 
 // applyBackstop is apply for a decision the backstop alone made: only the
 // backstop changes (the rules that deny on store errors never reached it).
-func (g *Guard) applyBackstop(ctx context.Context, rules []*rule, ops []Op) ([]OpResult, error) {
-	res := make([]OpResult, len(ops))
-	var bops []Op
+func (g *Guard) applyBackstop(ctx context.Context, rules []*rule, ops []store.Op) ([]store.OpResult, error) {
+	res := make([]store.OpResult, len(ops))
+	var bops []store.Op
 	var at []int
 	for i, op := range ops {
-		res[i] = OpResult{Allowed: true}
+		res[i] = store.OpResult{Allowed: true}
 		if rules[i].allow && g.backstop != nil {
 			bops, at = append(bops, op), append(at, i)
 		}

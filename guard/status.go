@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Status is one rule's state for one subject (see [Guard.Status]).
@@ -20,7 +22,7 @@ type Status struct {
 // with the rules keyed on its device: the untrusted clients' bucket), the
 // state of the subject whose value of it s holds.
 func (g *Guard) Status(ctx context.Context, dimension string, s Subject) ([]Status, error) {
-	rules, ops, err := g.onDimension(dimension, s, Peek)
+	rules, ops, err := g.onDimension(dimension, s, store.Peek)
 	if err != nil || len(ops) == 0 {
 		return nil, err
 	}
@@ -46,7 +48,7 @@ func (g *Guard) Status(ctx context.Context, dimension string, s Subject) ([]Stat
 // held attempts: proofs and pending proofs are not blocks. It takes effect at once in this process, and
 // in the others through Options.Unblocked (each then calls Forget).
 func (g *Guard) Unblock(ctx context.Context, dimension string, s Subject) ([]string, error) {
-	rules, ops, err := g.onDimension(dimension, s, Unblock)
+	rules, ops, err := g.onDimension(dimension, s, store.Unblock)
 	if err != nil || len(ops) == 0 {
 		return nil, err
 	}
@@ -88,17 +90,17 @@ func (g *Guard) ForgetAll() {
 	g.leases.clear()
 }
 
-func (g *Guard) onDimension(dimension string, s Subject, kind OpKind) ([]*rule, []Op, error) {
+func (g *Guard) onDimension(dimension string, s Subject, kind store.OpKind) ([]*rule, []store.Op, error) {
 	if !slices.Contains(Dimensions, dimension) {
 		return nil, nil, fmt.Errorf("%w: unknown dimension %q", ErrInvalidInput, dimension)
 	}
 	var rules []*rule
-	var ops []Op
+	var ops []store.Op
 	for _, r := range g.all {
 		if !onlyOn(r, dimension) {
 			continue
 		}
-		if kind == Unblock && (r.Count == CountSuccesses || r.Count == CountHeld) {
+		if kind == store.Unblock && (r.Count == CountSuccesses || r.Count == CountHeld) {
 			// not a block: what the subject proved (the networks an
 			// account logged in from) and what waits for its proof (a
 			// right password held for its step-up code). Cleared, an
@@ -110,7 +112,7 @@ func (g *Guard) onDimension(dimension string, s Subject, kind OpKind) ([]*rule, 
 		if err != nil {
 			return nil, nil, err
 		}
-		rules, ops = append(rules, r), append(ops, Op{Kind: kind, Spec: r.spec, Tag: tags[0], Cost: 1})
+		rules, ops = append(rules, r), append(ops, store.Op{Kind: kind, Spec: r.spec, Tag: tags[0], Cost: 1})
 	}
 	return rules, ops, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/events"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // publish sends a security event, at most once per dedup key for ttl
@@ -111,7 +112,7 @@ func (s *Server) lockoutEvents(ctx context.Context, req guard.Request, d guard.D
 		}
 		for _, o := range d.Rules {
 			n := s.ruleSpec(o.Rule)
-			if n == nil || n.Algorithm != guard.Distinct || !slices.Equal(n.Key, []string{"account"}) || !network(n.Of) ||
+			if n == nil || n.Algorithm != store.Distinct || !slices.Equal(n.Key, []string{"account"}) || !network(n.Of) ||
 				n.Count == guard.CountSuccesses || o.Skipped {
 				continue // a set of proven networks says nothing of the failures'
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/pacer"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // recorder is a sender that keeps what it was given and the context's
@@ -31,8 +32,8 @@ func (r *recorder) Send(ctx context.Context, m guard.Message) error {
 
 type failingStore struct{}
 
-func (failingStore) Do(context.Context, []guard.Op) ([]guard.OpResult, error) {
-	return nil, guard.ErrStoreUnavailable
+func (failingStore) Do(context.Context, []store.Op) ([]store.OpResult, error) {
+	return nil, store.ErrStoreUnavailable
 }
 
 // TestByChannel: each message goes to its channel's sender; a channel

@@ -7,7 +7,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 func (p *op) fwCheck(now, cost int64) (bool, int64, int64, int64) {
@@ -269,7 +269,7 @@ func (p *op) prune(to int64) {
 // set its Keep when that is more.
 func (p *op) trim() {
 	keep := p.limit
-	if p.Spec.Algorithm == guard.Distinct {
+	if p.Spec.Algorithm == store.Distinct {
 		keep = max(keep, p.Spec.Keep)
 	}
 	if n := int64(len(p.st.z)); n > keep {

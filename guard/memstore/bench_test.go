@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // BenchmarkNewSubjectAtAMillionStates: the backstop full at a million
@@ -19,9 +19,9 @@ func BenchmarkNewSubjectAtAMillionStates(b *testing.B) {
 	const n = 1_000_000
 	now := time.Unix(1_900_000_000, 0)
 	mem := memstore.NewSized(func() time.Time { return now }, n)
-	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 5, Window: time.Hour, Enforce: true}
+	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour, Enforce: true}
 	ctx := context.Background()
-	ops := []guard.Op{{Kind: guard.Take, Spec: spec, Cost: 1}}
+	ops := []store.Op{{Kind: store.Take, Spec: spec, Cost: 1}}
 	for i := range n {
 		ops[0].Tag = strconv.Itoa(i)
 		_, _ = mem.Do(ctx, ops)

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/localredis"
 )
 
@@ -16,7 +16,7 @@ const edgeTag = "AAAAAAAAAAAAAAAAAAAAAA"
 
 // bothStores runs f with the Lua library (on the embedded Redis) and
 // memstore, on one clock that set moves.
-func bothStores(t *testing.T, f func(t *testing.T, st guard.Store, set func(time.Time))) {
+func bothStores(t *testing.T, f func(t *testing.T, st store.Store, set func(time.Time))) {
 	t.Helper()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	srv, err := localredis.Start()
@@ -45,13 +45,13 @@ func bothStores(t *testing.T, f func(t *testing.T, st guard.Store, set func(time
 // both stores answer alike.
 func TestATakeOfMoreThanTheLimitIsNeverAdmitted(t *testing.T) {
 	w := 10 * time.Second
-	bothStores(t, func(t *testing.T, st guard.Store, _ func(time.Time)) {
-		for _, spec := range []*guard.Spec{
-			{ID: "sw", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true},
-			{ID: "sl", Algorithm: guard.SlidingLog, Limit: 2, Window: w, Enforce: true},
-			{ID: "fw", Algorithm: guard.FixedWindow, Limit: 2, Window: w, Enforce: true},
+	bothStores(t, func(t *testing.T, st store.Store, _ func(time.Time)) {
+		for _, spec := range []*store.Spec{
+			{ID: "sw", Algorithm: store.SlidingWindow, Limit: 2, Window: w, Enforce: true},
+			{ID: "sl", Algorithm: store.SlidingLog, Limit: 2, Window: w, Enforce: true},
+			{ID: "fw", Algorithm: store.FixedWindow, Limit: 2, Window: w, Enforce: true},
 		} {
-			res, err := st.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: edgeTag, Cost: 3, Member: "m1"}})
+			res, err := st.Do(context.Background(), []store.Op{{Kind: store.Take, Spec: spec, Tag: edgeTag, Cost: 3, Member: "m1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestATakeOfMoreThanTheLimitIsNeverAdmitted(t *testing.T) {
 			if r.Allowed || r.Taken != 0 || r.Remaining != 2 || r.RetryAfter < w {
 				t.Errorf("%s: a take of 3 under a limit of 2: %+v", spec.Algorithm, r)
 			}
-			if spec.Algorithm == guard.SlidingWindow && (r.ResetAfter != 0 || r.RetryAfter < 2*w) {
+			if spec.Algorithm == store.SlidingWindow && (r.ResetAfter != 0 || r.RetryAfter < 2*w) {
 				t.Errorf("%s: nothing held: reset %s, retry %s (want 0, and two windows at least)", spec.Algorithm, r.ResetAfter, r.RetryAfter)
 			}
 		}
@@ -72,12 +72,12 @@ func TestATakeOfMoreThanTheLimitIsNeverAdmitted(t *testing.T) {
 // state as it was.
 func TestASkippedAnswerTellsTheBackstopNothing(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 3, Window: 10 * time.Second, Enforce: true}
-	for _, r := range []guard.OpResult{{Skipped: true, Allowed: true, ResetAfter: 5 * time.Second}, {Inapplicable: true, Allowed: true, ResetAfter: 5 * time.Second}} {
+	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 3, Window: 10 * time.Second, Enforce: true}
+	for _, r := range []store.OpResult{{Skipped: true, Allowed: true, ResetAfter: 5 * time.Second}, {Inapplicable: true, Allowed: true, ResetAfter: 5 * time.Second}} {
 		mem := memstore.New(func() time.Time { return now })
-		op := guard.Op{Kind: guard.Take, Spec: spec, Tag: edgeTag, Cost: 1}
-		mem.Mirror([]guard.Op{op}, []guard.OpResult{r})
-		res, err := mem.Do(context.Background(), []guard.Op{op})
+		op := store.Op{Kind: store.Take, Spec: spec, Tag: edgeTag, Cost: 1}
+		mem.Mirror([]store.Op{op}, []store.OpResult{r})
+		res, err := mem.Do(context.Background(), []store.Op{op})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,16 +93,16 @@ func TestASkippedAnswerTellsTheBackstopNothing(t *testing.T) {
 // one instant under a keep of 2, a goes; both stores agree, so a value
 // the backstop mirrors is the one Redis still holds.
 func TestASetFullAtOneInstantKeepsTheLastValuesByName(t *testing.T) {
-	spec := &guard.Spec{ID: "ds", Algorithm: guard.Distinct, Limit: 1, Keep: 2, Window: 10 * time.Second, Enforce: true, Challenge: true}
-	bothStores(t, func(t *testing.T, st guard.Store, _ func(time.Time)) {
+	spec := &store.Spec{ID: "ds", Algorithm: store.Distinct, Limit: 1, Keep: 2, Window: 10 * time.Second, Enforce: true, Challenge: true}
+	bothStores(t, func(t *testing.T, st store.Store, _ func(time.Time)) {
 		ctx := context.Background()
 		for _, v := range []string{"b", "c", "a"} {
-			if _, err := st.Do(ctx, []guard.Op{{Kind: guard.Commit, Spec: spec, Tag: edgeTag, Cost: 1, Member: v}}); err != nil {
+			if _, err := st.Do(ctx, []store.Op{{Kind: store.Commit, Spec: spec, Tag: edgeTag, Cost: 1, Member: v}}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for v, seen := range map[string]bool{"a": false, "b": true, "c": true} {
-			res, err := st.Do(ctx, []guard.Op{{Kind: guard.Peek, Spec: spec, Tag: edgeTag, Cost: 1, Member: v}})
+			res, err := st.Do(ctx, []store.Op{{Kind: store.Peek, Spec: spec, Tag: edgeTag, Cost: 1, Member: v}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,13 +123,13 @@ func TestASetFullAtOneInstantKeepsTheLastValuesByName(t *testing.T) {
 // apply, and admit).
 func TestAMirroredRatioDenialCountsTheTakesInFlight(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	spec := &guard.Spec{ID: "rt", Algorithm: guard.Ratio, Limit: 50, Min: 3, Window: 10 * time.Second, Enforce: true, Failures: true}
+	spec := &store.Spec{ID: "rt", Algorithm: store.Ratio, Limit: 50, Min: 3, Window: 10 * time.Second, Enforce: true, Failures: true}
 	mem := memstore.New(func() time.Time { return now })
-	op := guard.Op{Kind: guard.Take, Spec: spec, Tag: edgeTag, Cost: 1}
-	mem.Begin([]guard.Op{op})
-	mem.Begin([]guard.Op{op})
-	mem.Mirror([]guard.Op{op}, []guard.OpResult{{Allowed: false, RetryAfter: 5 * time.Second, ResetAfter: 10 * time.Second}})
-	res, err := mem.Do(context.Background(), []guard.Op{op})
+	op := store.Op{Kind: store.Take, Spec: spec, Tag: edgeTag, Cost: 1}
+	mem.Begin([]store.Op{op})
+	mem.Begin([]store.Op{op})
+	mem.Mirror([]store.Op{op}, []store.OpResult{{Allowed: false, RetryAfter: 5 * time.Second, ResetAfter: 10 * time.Second}})
+	res, err := mem.Do(context.Background(), []store.Op{op})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +142,11 @@ func TestAMirroredRatioDenialCountsTheTakesInFlight(t *testing.T) {
 // distinct value the set already holds takes no unit (a new value takes
 // one); both stores agree.
 func TestCommittingAValueTheSetHoldsTakesNothing(t *testing.T) {
-	spec := &guard.Spec{ID: "dc", Algorithm: guard.Distinct, Limit: 3, Window: 10 * time.Second, Enforce: true, Challenge: true}
-	bothStores(t, func(t *testing.T, st guard.Store, _ func(time.Time)) {
+	spec := &store.Spec{ID: "dc", Algorithm: store.Distinct, Limit: 3, Window: 10 * time.Second, Enforce: true, Challenge: true}
+	bothStores(t, func(t *testing.T, st store.Store, _ func(time.Time)) {
 		ctx := context.Background()
 		for i, want := range []int64{1, 0} {
-			res, err := st.Do(ctx, []guard.Op{{Kind: guard.Commit, Spec: spec, Tag: edgeTag, Cost: 1, Member: "v"}})
+			res, err := st.Do(ctx, []store.Op{{Kind: store.Commit, Spec: spec, Tag: edgeTag, Cost: 1, Member: "v"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,9 +162,9 @@ func TestCommittingAValueTheSetHoldsTakesNothing(t *testing.T) {
 // denials meet a previous window of every failure ratio: memstore and the
 // Lua library answer every step alike (allowed, remaining, retry after).
 func TestARatiosWaitsAgreeWithTheLibrary(t *testing.T) {
-	specs := []*guard.Spec{
-		{ID: "r6", Algorithm: guard.Ratio, Limit: 60, Min: 2, Window: 12800 * time.Millisecond, Enforce: true, Failures: true},
-		{ID: "r3", Algorithm: guard.Ratio, Limit: 30, Min: 3, Window: 12800 * time.Millisecond, Enforce: true, Failures: true},
+	specs := []*store.Spec{
+		{ID: "r6", Algorithm: store.Ratio, Limit: 60, Min: 2, Window: 12800 * time.Millisecond, Enforce: true, Failures: true},
+		{ID: "r3", Algorithm: store.Ratio, Limit: 30, Min: 3, Window: 12800 * time.Millisecond, Enforce: true, Failures: true},
 	}
 	srv, err := localredis.Start()
 	if err != nil {
@@ -178,7 +178,7 @@ func TestARatiosWaitsAgreeWithTheLibrary(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 5))
 	type take struct {
-		op guard.Op
+		op store.Op
 		at time.Time
 	}
 	var taken []take
@@ -191,18 +191,18 @@ func TestARatiosWaitsAgreeWithTheLibrary(t *testing.T) {
 			srv.FastForward(d)
 		}
 		spec := specs[rng.IntN(len(specs))]
-		op := guard.Op{Kind: guard.Take, Spec: spec, Tag: edgeTag, Cost: 1}
+		op := store.Op{Kind: store.Take, Spec: spec, Tag: edgeTag, Cost: 1}
 		if len(taken) > 0 && rng.IntN(3) == 0 {
 			k := rng.IntN(len(taken))
 			op = taken[k].op
-			op.Kind, op.At = guard.Refund, taken[k].at
+			op.Kind, op.At = store.Refund, taken[k].at
 			taken = append(taken[:k], taken[k+1:]...)
 		}
-		want, err := lua.Do(ctx, []guard.Op{op})
+		want, err := lua.Do(ctx, []store.Op{op})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := mem.Do(ctx, []guard.Op{op})
+		got, err := mem.Do(ctx, []store.Op{op})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,10 +210,10 @@ func TestARatiosWaitsAgreeWithTheLibrary(t *testing.T) {
 		if w.Allowed != g.Allowed || w.Remaining != g.Remaining || w.RetryAfter != g.RetryAfter || w.Taken != g.Taken {
 			t.Fatalf("step %d, %s %s: lua %+v, memstore %+v", step, op.Kind, spec.ID, w, g)
 		}
-		if op.Kind == guard.Take && w.Taken > 0 {
+		if op.Kind == store.Take && w.Taken > 0 {
 			taken = append(taken, take{op, now})
 		}
-		if op.Kind == guard.Take && !w.Allowed {
+		if op.Kind == store.Take && !w.Allowed {
 			denials++
 		}
 	}
@@ -229,15 +229,15 @@ func TestARatiosWaitsAgreeWithTheLibrary(t *testing.T) {
 // one. Both stores agree; the counts taken meanwhile keep the state alive
 // past the reset, so the instant is not an empty state's.
 func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
-	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: 30 * time.Second}
-	spec := &guard.Spec{ID: "lk", Algorithm: guard.SlidingLog, Limit: 3, Window: 10 * time.Second, Enforce: true, Lockout: lockout}
-	bothStores(t, func(t *testing.T, st guard.Store, set func(time.Time)) {
+	lockout := &store.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: 30 * time.Second}
+	spec := &store.Spec{ID: "lk", Algorithm: store.SlidingLog, Limit: 3, Window: 10 * time.Second, Enforce: true, Lockout: lockout}
+	bothStores(t, func(t *testing.T, st store.Store, set func(time.Time)) {
 		ctx := context.Background()
 		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-		do := func(at time.Duration, kind guard.OpKind) guard.OpResult {
+		do := func(at time.Duration, kind store.OpKind) store.OpResult {
 			t.Helper()
 			set(t0.Add(at))
-			res, err := st.Do(ctx, []guard.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1, Member: "m" + at.String()}})
+			res, err := st.Do(ctx, []store.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1, Member: "m" + at.String()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,19 +246,19 @@ func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
 		takes := func(at time.Duration, n int) {
 			t.Helper()
 			for i := range n {
-				if r := do(at+time.Duration(i)*time.Microsecond, guard.Take); !r.Allowed {
+				if r := do(at+time.Duration(i)*time.Microsecond, store.Take); !r.Allowed {
 					t.Fatalf("take %d at %s: %+v", i, at, r)
 				}
 			}
 		}
 		takes(0, 3)
-		if r := do(time.Millisecond, guard.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
+		if r := do(time.Millisecond, store.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
 			t.Fatalf("a failure at the limit: %+v, want locked for 2s", r)
 		}
 		// a take within the window that outlives the reset
 		reset := time.Millisecond + 30*time.Second
 		takes(25*time.Second, 1)
-		if r := do(reset, guard.Strike); r.Locked || !r.Allowed {
+		if r := do(reset, store.Strike); r.Locked || !r.Allowed {
 			t.Errorf("a failure under the limit as the history ends: %+v, want not locked (a first failure)", r)
 		}
 		takes(reset+time.Microsecond, 1)
@@ -266,10 +266,10 @@ func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
 		// the first duration; the one after that, within reset, for twice it
 		at := reset + time.Second
 		takes(at-2*time.Microsecond, 1)
-		if r := do(at, guard.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
+		if r := do(at, store.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
 			t.Errorf("a failure at the limit after the history ended: %+v, want locked for 2s (the first)", r)
 		}
-		if r := do(at+3*time.Second, guard.Strike); !r.Locked || r.RetryAfter != 4*time.Second {
+		if r := do(at+3*time.Second, store.Strike); !r.Locked || r.RetryAfter != 4*time.Second {
 			t.Errorf("the next failure, within reset: %+v, want locked for 4s (the second)", r)
 		}
 	})
@@ -277,34 +277,34 @@ func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
 	// duration, not the second, and the one after it for the second
 	other := *spec
 	other.ID = "lk-limit"
-	bothStores(t, func(t *testing.T, st guard.Store, set func(time.Time)) {
+	bothStores(t, func(t *testing.T, st store.Store, set func(time.Time)) {
 		ctx := context.Background()
 		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-		do := func(at time.Duration, kind guard.OpKind) guard.OpResult {
+		do := func(at time.Duration, kind store.OpKind) store.OpResult {
 			t.Helper()
 			set(t0.Add(at))
-			res, err := st.Do(ctx, []guard.Op{{Kind: kind, Spec: &other, Tag: edgeTag, Cost: 1, Member: "m" + at.String()}})
+			res, err := st.Do(ctx, []store.Op{{Kind: kind, Spec: &other, Tag: edgeTag, Cost: 1, Member: "m" + at.String()}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return res[0]
 		}
 		for i := range 3 {
-			do(time.Duration(i)*time.Microsecond, guard.Take)
+			do(time.Duration(i)*time.Microsecond, store.Take)
 		}
-		if r := do(time.Millisecond, guard.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
+		if r := do(time.Millisecond, store.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
 			t.Fatalf("a failure at the limit: %+v, want locked for 2s", r)
 		}
 		reset := time.Millisecond + 30*time.Second
 		for i := range 3 {
-			if r := do(25*time.Second+time.Duration(i)*time.Microsecond, guard.Take); !r.Allowed {
+			if r := do(25*time.Second+time.Duration(i)*time.Microsecond, store.Take); !r.Allowed {
 				t.Fatalf("take %d at 25s: %+v", i, r)
 			}
 		}
-		if r := do(reset, guard.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
+		if r := do(reset, store.Strike); !r.Locked || r.RetryAfter != 2*time.Second {
 			t.Errorf("a failure at the limit as the history ends: %+v, want locked for 2s (the first)", r)
 		}
-		if r := do(reset+3*time.Second, guard.Strike); !r.Locked || r.RetryAfter != 4*time.Second {
+		if r := do(reset+3*time.Second, store.Strike); !r.Locked || r.RetryAfter != 4*time.Second {
 			t.Errorf("the next failure, within reset: %+v, want locked for 4s (the second)", r)
 		}
 	})
@@ -314,35 +314,35 @@ func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
 // state outlives the window when a lockout's history keeps it; a take at
 // the window's last instant counts in a new window, in both stores.
 func TestAFixedWindowKeptAliveByALockoutStartsAgainAtItsEnd(t *testing.T) {
-	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: time.Minute}
-	spec := &guard.Spec{ID: "fwl", Algorithm: guard.FixedWindow, Limit: 3, Window: 10 * time.Second, Enforce: true, Lockout: lockout}
-	bothStores(t, func(t *testing.T, st guard.Store, set func(time.Time)) {
+	lockout := &store.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: time.Minute}
+	spec := &store.Spec{ID: "fwl", Algorithm: store.FixedWindow, Limit: 3, Window: 10 * time.Second, Enforce: true, Lockout: lockout}
+	bothStores(t, func(t *testing.T, st store.Store, set func(time.Time)) {
 		ctx := context.Background()
 		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-		do := func(at time.Duration, kind guard.OpKind) guard.OpResult {
+		do := func(at time.Duration, kind store.OpKind) store.OpResult {
 			t.Helper()
 			set(t0.Add(at))
-			res, err := st.Do(ctx, []guard.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1}})
+			res, err := st.Do(ctx, []store.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return res[0]
 		}
 		for range 3 {
-			do(0, guard.Take)
+			do(0, store.Take)
 		}
-		if r := do(time.Second, guard.Strike); !r.Locked {
+		if r := do(time.Second, store.Strike); !r.Locked {
 			t.Fatalf("a failure at the limit: %+v, want locked", r)
 		}
 		// a window begun after the lockout (which cleared the count) ends
 		// at 13s; the lockout's history lasts a minute
-		if r := do(3*time.Second, guard.Take); !r.Allowed || r.Remaining != 2 {
+		if r := do(3*time.Second, store.Take); !r.Allowed || r.Remaining != 2 {
 			t.Fatalf("a take after the lockout: %+v, want allowed, 2 remaining", r)
 		}
-		if r := do(13*time.Second, guard.Take); !r.Allowed || r.Remaining != 2 {
+		if r := do(13*time.Second, store.Take); !r.Allowed || r.Remaining != 2 {
 			t.Errorf("a take as the window ends: %+v, want allowed, 2 remaining (a new window)", r)
 		}
-		if r := do(13*time.Second, guard.Take); !r.Allowed || r.Remaining != 1 {
+		if r := do(13*time.Second, store.Take); !r.Allowed || r.Remaining != 1 {
 			t.Errorf("the next take: %+v, want allowed, 1 remaining", r)
 		}
 	})

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // TestTheBoundForgetsTheLeastRecentlyUsed: a store of at most max
@@ -22,13 +22,13 @@ func TestTheBoundForgetsTheLeastRecentlyUsed(t *testing.T) {
 		t.Run(fmt.Sprint("max", max), func(t *testing.T) {
 			now := time.Unix(1_900_000_000, 0)
 			mem := memstore.NewSized(func() time.Time { return now }, max)
-			spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 1000, Window: 24 * time.Hour, Enforce: true}
+			spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 1000, Window: 24 * time.Hour, Enforce: true}
 			rng := rand.New(rand.NewPCG(uint64(max), 1))
 			var order []string          // the model: most recent first
 			count := map[string]int64{} // what the model remembers
 			for step := range 2000 {
 				tag := fmt.Sprint("t", rng.IntN(max+3))
-				res, err := mem.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1}})
+				res, err := mem.Do(context.Background(), []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -60,9 +60,9 @@ func TestTheBoundForgetsTheLeastRecentlyUsed(t *testing.T) {
 func TestEndedStatesAreForgotten(t *testing.T) {
 	now := time.Unix(1_900_000_000, 0)
 	mem := memstore.NewSized(func() time.Time { return now }, 1000)
-	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Enforce: true}
+	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 5, Window: time.Second, Enforce: true}
 	take := func(tag string) {
-		if _, err := mem.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1}}); err != nil {
+		if _, err := mem.Do(context.Background(), []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,22 +85,22 @@ func TestEndedStatesAreForgotten(t *testing.T) {
 func TestStatesThatHoldNothingAreForgotten(t *testing.T) {
 	now := time.Unix(1_900_000_000, 0)
 	mem := memstore.NewSized(func() time.Time { return now }, 1000)
-	fw := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Enforce: true}
-	for _, spec := range []*guard.Spec{
-		{ID: "sw", Algorithm: guard.SlidingWindow, Limit: 5, Window: time.Minute, Enforce: true},
-		{ID: "ra", Algorithm: guard.Ratio, Limit: 50, Min: 5, Window: time.Minute, Enforce: true},
+	fw := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 5, Window: time.Second, Enforce: true}
+	for _, spec := range []*store.Spec{
+		{ID: "sw", Algorithm: store.SlidingWindow, Limit: 5, Window: time.Minute, Enforce: true},
+		{ID: "ra", Algorithm: store.Ratio, Limit: 50, Min: 5, Window: time.Minute, Enforce: true},
 	} {
 		for i := range 10 {
-			peek := []guard.Op{{Kind: guard.Peek, Spec: spec, Tag: fmt.Sprint(spec.ID, i), Cost: 1}}
+			peek := []store.Op{{Kind: store.Peek, Spec: spec, Tag: fmt.Sprint(spec.ID, i), Cost: 1}}
 			if _, err := mem.Do(context.Background(), peek); err != nil {
 				t.Fatal(err)
 			}
 			// an answer of the store that counts nothing, told as a backstop
 			// is told
-			mem.Mirror(peek, []guard.OpResult{{Allowed: true, Remaining: spec.Limit, ResetAfter: spec.Window}})
+			mem.Mirror(peek, []store.OpResult{{Allowed: true, Remaining: spec.Limit, ResetAfter: spec.Window}})
 		}
 		for range 6 {
-			if _, err := mem.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: fw, Tag: "new", Cost: 1}}); err != nil {
+			if _, err := mem.Do(context.Background(), []store.Op{{Kind: store.Take, Spec: fw, Tag: "new", Cost: 1}}); err != nil {
 				t.Fatal(err)
 			}
 		}

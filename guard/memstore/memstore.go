@@ -1,4 +1,4 @@
-// Package memstore is a guard.Store in this process's memory: the backstop
+// Package memstore is a store.Store in this process's memory: the backstop
 // that decides for rules with onStoreError: allow while Redis fails. It
 // implements every algorithm, lockout and operation kind of the Redis
 // library (redisstore's otpguard.lua) with the same semantics; a test
@@ -21,14 +21,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // MaxEntries is the default bound on the (rule, subject) states a Store
 // keeps.
 const MaxEntries = 100_000
 
-// Store is the in-memory guard.Store. Its zero value is not usable; call New.
+// Store is the in-memory store.Store. Its zero value is not usable; call New.
 type Store struct {
 	clock func() time.Time
 	max   int
@@ -50,7 +50,7 @@ func NewSized(clock func() time.Time, max int) *Store {
 	return &Store{clock: clock, max: max, m: map[string]*state{}}
 }
 
-var _ guard.Backstop = (*Store)(nil)
+var _ store.Backstop = (*Store)(nil)
 
 type entry struct {
 	score  int64
@@ -76,7 +76,7 @@ type state struct {
 
 // op is an Op being applied, with what its check read.
 type op struct {
-	*guard.Op
+	*store.Op
 	st                        *state
 	limit, window, cost       int64
 	ok, seen                  bool
@@ -143,9 +143,9 @@ func (s *Store) trim(now int64) {
 	}
 }
 
-func key(o *guard.Op) string { return o.Tag + "\x00" + o.Spec.ID }
+func key(o *store.Op) string { return o.Tag + "\x00" + o.Spec.ID }
 
-func (s *Store) ops(ops []guard.Op, now int64) []*op {
+func (s *Store) ops(ops []store.Op, now int64) []*op {
 	all := make([]*op, len(ops))
 	for i := range ops {
 		o := &ops[i]
@@ -158,8 +158,8 @@ func (s *Store) ops(ops []guard.Op, now int64) []*op {
 	return all
 }
 
-// Do implements guard.Store.
-func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) {
+// Do implements store.Store.
+func (s *Store) Do(_ context.Context, ops []store.Op) ([]store.OpResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock().UnixMicro()
@@ -180,15 +180,15 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 func check(all []*op, now int64) (allowed bool) {
 	allowed, trusted := true, false
 	for _, p := range all {
-		if p.Kind == guard.DeviceCheck {
+		if p.Kind == store.DeviceCheck {
 			trusted = p.At.UnixMicro() > p.st.rv && now < p.At.UnixMicro()+p.window
 			p.res = [6]int64{b2i(trusted)}
 			continue
 		}
-		if p.Kind != guard.Take && p.Kind != guard.Peek {
+		if p.Kind != store.Take && p.Kind != store.Peek {
 			continue
 		}
-		if p.Cond != guard.Always && (p.Cond == guard.CondTrusted) != trusted {
+		if p.Cond != store.Always && (p.Cond == store.CondTrusted) != trusted {
 			p.res = [6]int64{3}
 			continue
 		}
@@ -214,30 +214,30 @@ func check(all []*op, now int64) (allowed bool) {
 // (allowed: no enforcing rule denied), and sets its answer.
 func (p *op) write(now int64, allowed bool) {
 	switch p.Kind {
-	case guard.Take:
+	case store.Take:
 		p.writeTake(now, allowed)
-	case guard.Peek:
+	case store.Peek:
 		if p.res[0] == 1 || p.res[0] == 4 {
 			p.untake()
 		}
-	case guard.Commit:
+	case store.Commit:
 		p.writeCommit(now)
-	case guard.Strike:
+	case store.Strike:
 		p.writeStrike(now)
-	case guard.Refund:
+	case store.Refund:
 		p.refund(now, true)
 		p.res = [6]int64{1}
-	case guard.Cancel, guard.Release:
+	case store.Cancel, store.Release:
 		p.refund(now, false)
 		p.res = [6]int64{1}
-	case guard.Revoke:
+	case store.Revoke:
 		p.st.rv = now
 		p.res = [6]int64{1}
-	case guard.Unblock:
+	case store.Unblock:
 		p.clear()
 		p.st.l, p.st.s, p.st.x = 0, 0, 0
 		p.res = [6]int64{1, p.limit}
-	case guard.Reserve:
+	case store.Reserve:
 		p.writeReserve(now)
 	}
 }
@@ -254,7 +254,7 @@ func (p *op) writeTake(now int64, allowed bool) {
 		return
 	}
 	n := p.cost
-	if p.Spec.Algorithm == guard.Distinct {
+	if p.Spec.Algorithm == store.Distinct {
 		n = 0
 		if !p.seen {
 			n = 1
@@ -273,7 +273,7 @@ func (p *op) writeTake(now int64, allowed bool) {
 func (p *op) writeCommit(now int64) {
 	ok, rem, reset, _ := p.alg(now, p.cost)
 	n := p.cost
-	if p.Spec.Algorithm == guard.Distinct {
+	if p.Spec.Algorithm == store.Distinct {
 		n = 0
 		if !p.seen {
 			n = 1
@@ -316,12 +316,12 @@ func (p *op) writeReserve(now int64) {
 }
 
 // results turns the ops' answers into the store's.
-func results(all []*op, now int64) []guard.OpResult {
-	out := make([]guard.OpResult, len(all))
+func results(all []*op, now int64) []store.OpResult {
+	out := make([]store.OpResult, len(all))
 	t := time.UnixMicro(now)
 	for i, p := range all {
 		r := p.res
-		out[i] = guard.OpResult{
+		out[i] = store.OpResult{
 			Allowed: r[0] != 0 && r[0] != 4, Skipped: r[0] == 2, Inapplicable: r[0] == 3, Challenged: r[0] == 4, Remaining: r[1], ResetAfter: us(r[2]), RetryAfter: us(r[3]),
 			Locked: r[4] == 1, Taken: r[5], Now: t,
 		}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/localredis"
 )
 
@@ -18,32 +18,32 @@ import (
 // not), lockouts, refunds, clears, unblocks, releases and reservations.
 // The Lua side runs on the embedded Redis, whose clock the test sets.
 func TestSameResultsAsTheRedisLibrary(t *testing.T) {
-	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 7 * time.Second, Reset: 30 * time.Second}
+	lockout := &store.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 7 * time.Second, Reset: 30 * time.Second}
 	w := 10 * time.Second
-	specs := []*guard.Spec{
-		{ID: "fw", Algorithm: guard.FixedWindow, Limit: 4, Window: w, Enforce: true},
-		{ID: "tb", Algorithm: guard.TokenBucket, Limit: 4, Window: w, Enforce: true},
-		{ID: "sw", Algorithm: guard.SlidingWindow, Limit: 4, Window: w, Enforce: true},
-		{ID: "sl", Algorithm: guard.SlidingLog, Limit: 3, Window: w, Enforce: true},
-		{ID: "cc", Algorithm: guard.Concurrency, Limit: 2, Window: w, Enforce: true},
-		{ID: "ds", Algorithm: guard.Distinct, Limit: 3, Window: w, Enforce: true},
-		{ID: "Fl", Algorithm: guard.FixedWindow, Limit: 3, Window: w, Enforce: true, Lockout: lockout},
-		{ID: "Sl", Algorithm: guard.SlidingLog, Limit: 3, Window: w, Enforce: true, Lockout: lockout},
+	specs := []*store.Spec{
+		{ID: "fw", Algorithm: store.FixedWindow, Limit: 4, Window: w, Enforce: true},
+		{ID: "tb", Algorithm: store.TokenBucket, Limit: 4, Window: w, Enforce: true},
+		{ID: "sw", Algorithm: store.SlidingWindow, Limit: 4, Window: w, Enforce: true},
+		{ID: "sl", Algorithm: store.SlidingLog, Limit: 3, Window: w, Enforce: true},
+		{ID: "cc", Algorithm: store.Concurrency, Limit: 2, Window: w, Enforce: true},
+		{ID: "ds", Algorithm: store.Distinct, Limit: 3, Window: w, Enforce: true},
+		{ID: "Fl", Algorithm: store.FixedWindow, Limit: 3, Window: w, Enforce: true, Lockout: lockout},
+		{ID: "Sl", Algorithm: store.SlidingLog, Limit: 3, Window: w, Enforce: true, Lockout: lockout},
 		// packed, sharing one hash per tag
-		{ID: "pf", Algorithm: guard.FixedWindow, Limit: 5, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second},
-		{ID: "pt", Algorithm: guard.TokenBucket, Limit: 3, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second, Lockout: lockout},
-		{ID: "ps", Algorithm: guard.SlidingWindow, Limit: 4, Window: w, Enforce: false, Packed: true, PackTTL: 30 * time.Second},
+		{ID: "pf", Algorithm: store.FixedWindow, Limit: 5, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second},
+		{ID: "pt", Algorithm: store.TokenBucket, Limit: 3, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second, Lockout: lockout},
+		{ID: "ps", Algorithm: store.SlidingWindow, Limit: 4, Window: w, Enforce: false, Packed: true, PackTTL: 30 * time.Second},
 		// ratios and elastic limits, on their own keys and packed
-		{ID: "rt", Algorithm: guard.Ratio, Limit: 60, Min: 3, Window: w, Enforce: true},
-		{ID: "pr", Algorithm: guard.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second},
-		{ID: "el", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true, Elastic: 0.5},
-		{ID: "pe", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second, Elastic: 1.5},
+		{ID: "rt", Algorithm: store.Ratio, Limit: 60, Min: 3, Window: w, Enforce: true},
+		{ID: "pr", Algorithm: store.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second},
+		{ID: "el", Algorithm: store.SlidingWindow, Limit: 2, Window: w, Enforce: true, Elastic: 0.5},
+		{ID: "pe", Algorithm: store.SlidingWindow, Limit: 2, Window: w, Enforce: true, Packed: true, PackTTL: 30 * time.Second, Elastic: 1.5},
 		// challenge rules: their denial takes anyway and denies nothing
-		{ID: "ch", Algorithm: guard.FixedWindow, Limit: 2, Window: w, Enforce: true, Challenge: true},
-		{ID: "cr", Algorithm: guard.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Challenge: true, Lockout: nil},
+		{ID: "ch", Algorithm: store.FixedWindow, Limit: 2, Window: w, Enforce: true, Challenge: true},
+		{ID: "cr", Algorithm: store.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Challenge: true, Lockout: nil},
 	}
 	// an account's device tokens: 20s of life
-	devices := &guard.Spec{ID: "dv", Algorithm: guard.Devices, Window: 20 * time.Second}
+	devices := &store.Spec{ID: "dv", Algorithm: store.Devices, Window: 20 * time.Second}
 	tags := []string{"AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"}
 	// what the steps covered: a comparison of nothing proves nothing
 	counts := map[string]int{}
@@ -72,7 +72,7 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 			ctx := context.Background()
 
 			type taken struct {
-				op guard.Op
+				op store.Op
 				n  int64
 				at time.Time
 			}
@@ -85,72 +85,72 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 					srv.SetTime(now)
 					srv.FastForward(d)
 				}
-				var batch []guard.Op
+				var batch []store.Op
 				device := rng.IntN(4) == 0
 				if device {
 					// a device check first: a token issued up to 30s ago
 					// (some expired), of an account revoked now and then
 					at := now.Add(-time.Duration(rng.IntN(300)) * 100 * time.Millisecond)
-					batch = append(batch, guard.Op{Kind: guard.DeviceCheck, Spec: devices, Tag: tags[rng.IntN(len(tags))], Cost: 1, At: at})
+					batch = append(batch, store.Op{Kind: store.DeviceCheck, Spec: devices, Tag: tags[rng.IntN(len(tags))], Cost: 1, At: at})
 				} else if rng.IntN(15) == 0 {
-					batch = append(batch, guard.Op{Kind: guard.Revoke, Spec: devices, Tag: tags[rng.IntN(len(tags))], Cost: 1})
+					batch = append(batch, store.Op{Kind: store.Revoke, Spec: devices, Tag: tags[rng.IntN(len(tags))], Cost: 1})
 				}
 				for range 1 + rng.IntN(3) {
 					s := specs[rng.IntN(len(specs))]
-					op := guard.Op{Spec: s, Tag: tags[rng.IntN(len(tags))], Cost: 1}
+					op := store.Op{Spec: s, Tag: tags[rng.IntN(len(tags))], Cost: 1}
 					switch k := rng.IntN(20); {
 					case k < 10:
-						op.Kind = guard.Take
-						if s.Algorithm == guard.FixedWindow && !s.Packed && s.Lockout == nil && rng.IntN(3) == 0 {
+						op.Kind = store.Take
+						if s.Algorithm == store.FixedWindow && !s.Packed && s.Lockout == nil && rng.IntN(3) == 0 {
 							op.Extra = int64(rng.IntN(4))
 						}
-						if rng.IntN(5) == 0 && s.Algorithm != guard.Distinct {
+						if rng.IntN(5) == 0 && s.Algorithm != store.Distinct {
 							op.Cost = 2
 						}
 					case k < 12:
-						op.Kind = guard.Peek
+						op.Kind = store.Peek
 					case k < 14:
-						op.Kind = guard.Strike
+						op.Kind = store.Strike
 					case k < 17 && len(takes) > 0:
 						tk := takes[rng.IntN(len(takes))]
 						op = tk.op
-						op.Kind, op.Cost, op.Extra, op.At, op.Cond = guard.Refund, max(tk.n, 1), 0, tk.at, guard.Always
+						op.Kind, op.Cost, op.Extra, op.At, op.Cond = store.Refund, max(tk.n, 1), 0, tk.at, store.Always
 						if rng.IntN(2) == 0 {
-							op.Kind = guard.Cancel
+							op.Kind = store.Cancel
 						}
-						if op.Spec.Algorithm == guard.Concurrency {
-							op.Kind = guard.Release
+						if op.Spec.Algorithm == store.Concurrency {
+							op.Kind = store.Release
 						}
 						if rng.IntN(3) == 0 {
 							op.At = time.Time{}
 						}
 					case k < 19:
-						op.Kind = guard.Unblock
+						op.Kind = store.Unblock
 					default:
-						op.Kind, op.Spec, op.MaxWait = guard.Reserve, specs[1], time.Duration(rng.IntN(5))*time.Second
+						op.Kind, op.Spec, op.MaxWait = store.Reserve, specs[1], time.Duration(rng.IntN(5))*time.Second
 					}
 					switch op.Spec.Algorithm {
-					case guard.Distinct:
+					case store.Distinct:
 						if op.Member == "" {
 							op.Member = string(rune('a' + rng.IntN(5)))
 						}
-					case guard.SlidingLog, guard.Concurrency:
-						if op.Kind == guard.Take {
+					case store.SlidingLog, store.Concurrency:
+						if op.Kind == store.Take {
 							members++
 							op.Member = fmt.Sprint("m", members)
 						}
 					}
-					if op.Kind == guard.Strike && op.Spec.Lockout == nil && rng.IntN(2) == 0 {
-						op.Kind = guard.Take
+					if op.Kind == store.Strike && op.Spec.Lockout == nil && rng.IntN(2) == 0 {
+						op.Kind = store.Take
 					}
-					if device && (op.Kind == guard.Take || op.Kind == guard.Peek) {
-						op.Cond = guard.Cond(rng.IntN(3))
+					if device && (op.Kind == store.Take || op.Kind == store.Peek) {
+						op.Cond = store.Cond(rng.IntN(3))
 					}
 					// one op per rule state in a batch, as the guard makes them
 					dup := false
 					for _, b := range batch {
 						// (a T and a U op of one state: only one of them applies)
-						dup = dup || (b.Spec == op.Spec && b.Tag == op.Tag && (b.Cond == op.Cond || b.Cond == guard.Always || op.Cond == guard.Always))
+						dup = dup || (b.Spec == op.Spec && b.Tag == op.Tag && (b.Cond == op.Cond || b.Cond == store.Always || op.Cond == store.Always))
 					}
 					if !dup {
 						batch = append(batch, op)
@@ -177,7 +177,7 @@ func TestSameResultsAsTheRedisLibrary(t *testing.T) {
 						k += " challenged"
 					}
 					counts[k]++
-					if batch[i].Kind == guard.Take && want[i].Taken > 0 {
+					if batch[i].Kind == store.Take && want[i].Taken > 0 {
 						takes = append(takes, taken{batch[i], want[i].Taken, want[i].Now})
 					}
 				}
@@ -190,33 +190,33 @@ func TestStateIsBounded(t *testing.T) {
 	now := time.Unix(1_900_000_000, 0)
 	const max = 1000
 	mem := memstore.NewSized(func() time.Time { return now }, max)
-	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 3, Window: time.Hour, Enforce: true}
+	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour, Enforce: true}
 	ctx := context.Background()
-	take := func(tag string, kind guard.OpKind) guard.OpResult {
-		res, err := mem.Do(ctx, []guard.Op{{Kind: kind, Spec: spec, Tag: tag, Cost: 1}})
+	take := func(tag string, kind store.OpKind) store.OpResult {
+		res, err := mem.Do(ctx, []store.Op{{Kind: kind, Spec: spec, Tag: tag, Cost: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res[0]
 	}
 	for i := range max + 500 {
-		take(fmt.Sprint(i), guard.Take)
+		take(fmt.Sprint(i), store.Take)
 		if i == max+400 {
-			take("0", guard.Take) // used again: among the most recent
+			take("0", store.Take) // used again: among the most recent
 		}
 	}
 	if n := mem.Len(); n > max {
 		t.Fatalf("%d states held, want at most %d", n, max)
 	}
 	// The least recently used are forgotten (start afresh), the recent kept.
-	if r := take("1", guard.Peek); r.Remaining != 3 {
+	if r := take("1", store.Peek); r.Remaining != 3 {
 		t.Errorf("an early subject was kept: %+v", r)
 	}
-	if r := take(fmt.Sprint(max+499), guard.Peek); r.Remaining != 2 {
+	if r := take(fmt.Sprint(max+499), store.Peek); r.Remaining != 2 {
 		t.Errorf("the last subject was forgotten: %+v", r)
 	}
 	// ("0" was forgotten once, then taken again near the end: kept)
-	if r := take("0", guard.Peek); r.Remaining != 2 {
+	if r := take("0", store.Peek); r.Remaining != 2 {
 		t.Errorf("a subject used again was forgotten: %+v", r)
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/localredis"
 )
 
@@ -21,15 +21,15 @@ import (
 // Distinct is left out: its mirror can hold one entry too few, see the
 // note in docs/testing.md.)
 func TestAMirroredBackstopAnswersAsTheStore(t *testing.T) {
-	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 8 * time.Second, Reset: time.Minute}
+	lockout := &store.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 8 * time.Second, Reset: time.Minute}
 	w := 10 * time.Second
-	specs := []*guard.Spec{
-		{ID: "fw", Algorithm: guard.FixedWindow, Limit: 3, Window: w, Enforce: true},
-		{ID: "tb", Algorithm: guard.TokenBucket, Limit: 4, Window: w, Enforce: true},
-		{ID: "sw", Algorithm: guard.SlidingWindow, Limit: 3, Window: w, Enforce: true},
-		{ID: "sl", Algorithm: guard.SlidingLog, Limit: 3, Window: w, Enforce: true},
-		{ID: "cc", Algorithm: guard.Concurrency, Limit: 2, Window: w, Enforce: true},
-		{ID: "Fl", Algorithm: guard.FixedWindow, Limit: 2, Window: w, Enforce: true, Lockout: lockout},
+	specs := []*store.Spec{
+		{ID: "fw", Algorithm: store.FixedWindow, Limit: 3, Window: w, Enforce: true},
+		{ID: "tb", Algorithm: store.TokenBucket, Limit: 4, Window: w, Enforce: true},
+		{ID: "sw", Algorithm: store.SlidingWindow, Limit: 3, Window: w, Enforce: true},
+		{ID: "sl", Algorithm: store.SlidingLog, Limit: 3, Window: w, Enforce: true},
+		{ID: "cc", Algorithm: store.Concurrency, Limit: 2, Window: w, Enforce: true},
+		{ID: "Fl", Algorithm: store.FixedWindow, Limit: 2, Window: w, Enforce: true, Lockout: lockout},
 	}
 	for _, spec := range specs {
 		t.Run(string(spec.Algorithm)+" "+spec.ID, func(t *testing.T) {
@@ -45,8 +45,8 @@ func TestAMirroredBackstopAnswersAsTheStore(t *testing.T) {
 			ctx := context.Background()
 			rng := rand.New(rand.NewPCG(7, uint64(len(spec.ID))))
 			const tag = "AAAAAAAAAAAAAAAAAAAAAA"
-			peek := func() guard.Op {
-				return guard.Op{Kind: guard.Peek, Spec: spec, Tag: tag, Cost: 1, Member: "z"}
+			peek := func() store.Op {
+				return store.Op{Kind: store.Peek, Spec: spec, Tag: tag, Cost: 1, Member: "z"}
 			}
 			for step := range 120 {
 				if rng.IntN(3) == 0 {
@@ -60,35 +60,35 @@ func TestAMirroredBackstopAnswersAsTheStore(t *testing.T) {
 					// others' stand for their counts at the mirror's
 					// instant: not compared)
 					switch spec.Algorithm {
-					case guard.FixedWindow, guard.Concurrency:
-						l, _ := lua.Do(ctx, []guard.Op{peek()})
-						b, _ := mem.Do(ctx, []guard.Op{peek()})
+					case store.FixedWindow, store.Concurrency:
+						l, _ := lua.Do(ctx, []store.Op{peek()})
+						b, _ := mem.Do(ctx, []store.Op{peek()})
 						if l[0].Allowed != b[0].Allowed || l[0].Remaining != b[0].Remaining || l[0].Locked != b[0].Locked {
 							t.Fatalf("step %d, %s later:\n store    %+v\n backstop %+v", step, d, l[0], b[0])
 						}
 					}
 				}
-				op := guard.Op{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1, Member: fmt.Sprint("m", step)}
-				if spec.Algorithm == guard.Distinct {
+				op := store.Op{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1, Member: fmt.Sprint("m", step)}
+				if spec.Algorithm == store.Distinct {
 					op.Member = fmt.Sprint("v", rng.IntN(4))
 				}
 				if spec.Lockout != nil && rng.IntN(3) == 0 {
-					op.Kind = guard.Strike
+					op.Kind = store.Strike
 				}
-				batch := []guard.Op{op}
+				batch := []store.Op{op}
 				// the take in flight counts in the backstop until answered
 				mem.Begin(batch)
-				if op.Kind == guard.Take {
-					b, _ := mem.Do(ctx, []guard.Op{peek()})
-					l, _ := lua.Do(ctx, []guard.Op{peek()})
-					if l[0].Allowed && b[0].Remaining > l[0].Remaining-1 && spec.Algorithm != guard.Distinct {
+				if op.Kind == store.Take {
+					b, _ := mem.Do(ctx, []store.Op{peek()})
+					l, _ := lua.Do(ctx, []store.Op{peek()})
+					if l[0].Allowed && b[0].Remaining > l[0].Remaining-1 && spec.Algorithm != store.Distinct {
 						t.Fatalf("step %d: a take in flight is not counted: backstop %+v, store %+v", step, b[0], l[0])
 					}
 				}
 				// now and then another process takes at the same instant:
 				// the store counts a unit this backstop never saw
 				if rng.IntN(4) == 0 {
-					unseen := []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1, Member: fmt.Sprint("u", step)}}
+					unseen := []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1, Member: fmt.Sprint("u", step)}}
 					if _, err := lua.Do(ctx, unseen); err != nil {
 						t.Fatal(err)
 					}
@@ -98,16 +98,16 @@ func TestAMirroredBackstopAnswersAsTheStore(t *testing.T) {
 					t.Fatal(err)
 				}
 				mem.Mirror(batch, res)
-				l, _ := lua.Do(ctx, []guard.Op{peek()})
-				b, _ := mem.Do(ctx, []guard.Op{peek()})
+				l, _ := lua.Do(ctx, []store.Op{peek()})
+				b, _ := mem.Do(ctx, []store.Op{peek()})
 				if l[0].Allowed != b[0].Allowed || l[0].Remaining != b[0].Remaining || l[0].Locked != b[0].Locked {
 					t.Fatalf("step %d after %s (%+v):\n store    %+v\n backstop %+v", step, op.Kind, res[0], l[0], b[0])
 				}
 				// another take begun and ended (its call failed) changes nothing
-				other := []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1, Member: fmt.Sprint("x", step)}}
+				other := []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1, Member: fmt.Sprint("x", step)}}
 				mem.Begin(other)
 				mem.End(other)
-				if a, _ := mem.Do(ctx, []guard.Op{peek()}); a[0].Remaining != b[0].Remaining || a[0].Allowed != b[0].Allowed {
+				if a, _ := mem.Do(ctx, []store.Op{peek()}); a[0].Remaining != b[0].Remaining || a[0].Allowed != b[0].Allowed {
 					t.Fatalf("step %d: Begin then End left %+v, was %+v", step, a[0], b[0])
 				}
 			}
@@ -126,14 +126,14 @@ func TestALeaseTakesAQuarterOfWhatIsLeftAtMost(t *testing.T) {
 	defer srv.Close()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	srv.SetTime(now)
-	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 100, Window: time.Hour, Enforce: true}
-	for name, st := range map[string]guard.Store{"lua": redisstore.New(srv.Client(), redisstore.Options{}), "memstore": memstore.New(func() time.Time { return now })} {
+	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 100, Window: time.Hour, Enforce: true}
+	for name, st := range map[string]store.Store{"lua": redisstore.New(srv.Client(), redisstore.Options{}), "memstore": memstore.New(func() time.Time { return now })} {
 		for i, c := range []struct{ extra, taken, remaining int64 }{
 			{10, 11, 89}, // 99 left after the unit: a quarter is 24, 10 asked
 			{40, 23, 66}, // 88 left: a quarter, 22
 			{0, 1, 65},
 		} {
-			res, err := st.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: "L" + name, Cost: 1, Extra: c.extra}})
+			res, err := st.Do(context.Background(), []store.Op{{Kind: store.Take, Spec: spec, Tag: "L" + name, Cost: 1, Extra: c.extra}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,9 +152,9 @@ func TestALeaseTakesAQuarterOfWhatIsLeftAtMost(t *testing.T) {
 // is counted beside it.
 func TestAMirroredEntryEndsWhenItEndsInTheStore(t *testing.T) {
 	w := 10 * time.Second
-	for _, spec := range []*guard.Spec{
-		{ID: "sl", Algorithm: guard.SlidingLog, Limit: 3, Window: w, Enforce: true},
-		{ID: "cc", Algorithm: guard.Concurrency, Limit: 2, Window: w, Enforce: true},
+	for _, spec := range []*store.Spec{
+		{ID: "sl", Algorithm: store.SlidingLog, Limit: 3, Window: w, Enforce: true},
+		{ID: "cc", Algorithm: store.Concurrency, Limit: 2, Window: w, Enforce: true},
 	} {
 		t.Run(string(spec.Algorithm), func(t *testing.T) {
 			srv, err := localredis.Start()
@@ -176,7 +176,7 @@ func TestAMirroredEntryEndsWhenItEndsInTheStore(t *testing.T) {
 			}
 			take := func(member string, mirror bool) {
 				t.Helper()
-				batch := []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1, Member: member}}
+				batch := []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1, Member: member}}
 				res, err := lua.Do(ctx, batch)
 				if err != nil {
 					t.Fatal(err)
@@ -187,7 +187,7 @@ func TestAMirroredEntryEndsWhenItEndsInTheStore(t *testing.T) {
 			}
 			same := func(when string) {
 				t.Helper()
-				peek := []guard.Op{{Kind: guard.Peek, Spec: spec, Tag: tag, Cost: 1, Member: "z"}}
+				peek := []store.Op{{Kind: store.Peek, Spec: spec, Tag: tag, Cost: 1, Member: "z"}}
 				l, _ := lua.Do(ctx, peek)
 				b, _ := mem.Do(ctx, peek)
 				if l[0].Allowed != b[0].Allowed || l[0].Remaining != b[0].Remaining {
@@ -216,7 +216,7 @@ func TestAMirroredEntryEndsWhenItEndsInTheStore(t *testing.T) {
 // its first sighting's window has ended.
 func TestAValueSeenAgainIsRefreshedInTheMirror(t *testing.T) {
 	w := 10 * time.Second
-	spec := &guard.Spec{ID: "ds", Algorithm: guard.Distinct, Limit: 3, Window: w, Enforce: true}
+	spec := &store.Spec{ID: "ds", Algorithm: store.Distinct, Limit: 3, Window: w, Enforce: true}
 	srv, err := localredis.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestAValueSeenAgainIsRefreshedInTheMirror(t *testing.T) {
 	}
 	take := func(value string) {
 		t.Helper()
-		batch := []guard.Op{{Kind: guard.Take, Spec: spec, Tag: tag, Cost: 1, Member: value}}
+		batch := []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1, Member: value}}
 		res, err := lua.Do(ctx, batch)
 		if err != nil {
 			t.Fatal(err)
@@ -248,7 +248,7 @@ func TestAValueSeenAgainIsRefreshedInTheMirror(t *testing.T) {
 	take("v") // seen again: nothing taken, its window starts again
 	take("w")
 	at(w + time.Second)
-	peek := []guard.Op{{Kind: guard.Peek, Spec: spec, Tag: tag, Cost: 1, Member: "x"}}
+	peek := []store.Op{{Kind: store.Peek, Spec: spec, Tag: tag, Cost: 1, Member: "x"}}
 	l, _ := lua.Do(ctx, peek)
 	b, _ := mem.Do(ctx, peek)
 	if l[0].Remaining != 1 || b[0].Remaining != l[0].Remaining {

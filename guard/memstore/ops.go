@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 func (p *op) allows(now int64) bool {
@@ -39,7 +39,7 @@ func (p *op) stateEnd(now int64) int64 {
 	}
 	for _, e := range st.z {
 		switch p.Spec.Algorithm {
-		case guard.Concurrency:
+		case store.Concurrency:
 			end = max(end, e.score)
 		default:
 			end = max(end, e.score+p.window)
@@ -62,32 +62,32 @@ func us(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 func (p *op) untake() {
 	switch {
 	case p.res[0] != 1: // challenged: its remaining is the state as it stands
-	case p.Spec.Algorithm != guard.Distinct:
+	case p.Spec.Algorithm != store.Distinct:
 		p.res[1] += p.cost
 	case !p.seen:
 		p.res[1]++
 	}
 	now, st := p.now, p.st
 	switch p.Spec.Algorithm {
-	case guard.TokenBucket:
+	case store.TokenBucket:
 		p.res[2] = max(0, st.tat-now)
-	case guard.FixedWindow:
+	case store.FixedWindow:
 		if st.e > now {
 			p.res[2] = min(st.e-now, p.window)
 		} else {
 			p.res[2] = 0
 		}
-	case guard.SlidingWindow:
+	case store.SlidingWindow:
 		if cur, prev := p.swCounts(now); cur == 0 && prev == 0 {
 			p.res[2] = 0
 		}
-	case guard.Ratio:
+	case store.Ratio:
 		if ca, _, pa, _ := p.rtCounts(now); ca == 0 && pa == 0 {
 			p.res[2] = 0
 		}
 	default:
 		from := now - p.window
-		if p.Spec.Algorithm == guard.Concurrency {
+		if p.Spec.Algorithm == store.Concurrency {
 			from = now
 		}
 		if !p.seen && p.zCount(from) == 0 {
@@ -130,19 +130,19 @@ func (p *op) strike(now int64) int64 {
 
 func (p *op) alg(now, cost int64) (bool, int64, int64, int64) {
 	switch p.Spec.Algorithm {
-	case guard.FixedWindow:
+	case store.FixedWindow:
 		return p.fwCheck(now, cost)
-	case guard.TokenBucket:
+	case store.TokenBucket:
 		return p.tbCheck(now, cost)
-	case guard.SlidingWindow:
+	case store.SlidingWindow:
 		return p.swCheck(now, cost)
-	case guard.Ratio:
+	case store.Ratio:
 		return p.rtCheck(now, cost)
-	case guard.SlidingLog:
+	case store.SlidingLog:
 		return p.zCheck(now, cost, now-p.window, func(s int64) int64 { return s + p.window - now })
-	case guard.Concurrency:
+	case store.Concurrency:
 		return p.zCheck(now, cost, now, func(s int64) int64 { return s - now })
-	case guard.Distinct:
+	case store.Distinct:
 		from := now - p.window
 		if i := p.find(p.Member); i >= 0 && p.st.z[i].score > from {
 			p.seen = true
@@ -156,33 +156,33 @@ func (p *op) alg(now, cost int64) (bool, int64, int64, int64) {
 func (p *op) commit(now, n int64) {
 	st := p.st
 	switch p.Spec.Algorithm {
-	case guard.FixedWindow:
+	case store.FixedWindow:
 		if st.e <= now {
 			st.c, st.e = 0, now+p.window
 		}
 		st.c += n
-	case guard.TokenBucket:
+	case store.TokenBucket:
 		p.tbCommit(now, n)
-	case guard.SlidingWindow:
+	case store.SlidingWindow:
 		p.swRead(now)
 		st.cur += n
 		st.ws = p.ws(now)
-	case guard.Ratio:
+	case store.Ratio:
 		p.rtRead(now)
 		st.ca += n
 		st.cf += n
-	case guard.SlidingLog:
+	case store.SlidingLog:
 		p.prune(now - p.window)
 		for j := int64(1); j <= n; j++ {
 			p.zadd(now, p.Member+":"+strconv.FormatInt(j, 10))
 		}
 		p.trim()
-	case guard.Concurrency:
+	case store.Concurrency:
 		p.prune(now)
 		for j := int64(1); j <= n; j++ {
 			p.zadd(now+p.window, p.Member+":"+strconv.FormatInt(j, 10))
 		}
-	case guard.Distinct:
+	case store.Distinct:
 		p.prune(now - p.window)
 		p.zadd(now, p.Member)
 		p.trim()
@@ -195,12 +195,12 @@ func (p *op) commit(now, n int64) {
 func (p *op) refund(now int64, success bool) {
 	st := p.st
 	switch p.Spec.Algorithm {
-	case guard.FixedWindow:
+	case store.FixedWindow:
 		p.refundFixed(now)
-	case guard.TokenBucket:
+	case store.TokenBucket:
 		tat := max(st.tat, now)
 		st.tat = tat - p.period()*p.cost
-	case guard.SlidingWindow:
+	case store.SlidingWindow:
 		p.swRead(now)
 		at := now
 		if !p.At.IsZero() {
@@ -217,7 +217,7 @@ func (p *op) refund(now int64, success bool) {
 			st.vc += p.cost
 		}
 		st.ws = p.ws(now)
-	case guard.Ratio:
+	case store.Ratio:
 		p.rtRead(now)
 		at := now
 		if !p.At.IsZero() {
@@ -235,11 +235,11 @@ func (p *op) refund(now int64, success bool) {
 				st.pa = max(0, st.pa-p.cost)
 			}
 		}
-	case guard.SlidingLog, guard.Concurrency:
+	case store.SlidingLog, store.Concurrency:
 		for j := int64(1); j <= p.cost; j++ {
 			p.zrem(p.Member + ":" + strconv.FormatInt(j, 10))
 		}
-	case guard.Distinct:
+	case store.Distinct:
 		p.zrem(p.Member)
 	}
 }
@@ -252,7 +252,7 @@ func (p *op) refundFixed(now int64) {
 	if p.At.IsZero() {
 		at = 0
 	}
-	if st.e <= now || (at > 0 && at < st.e-p.window-guard.FixedWindowSlack.Microseconds()) {
+	if st.e <= now || (at > 0 && at < st.e-p.window-store.FixedWindowSlack.Microseconds()) {
 		return
 	}
 	st.c = max(0, st.c-p.cost)

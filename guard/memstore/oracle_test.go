@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/oracle"
 )
 
@@ -20,7 +20,7 @@ func TestTheBackstopAgreesWithTheOracle(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			clock := oracle.NewClock()
 			mem := memstore.New(clock.Now)
-			oracle.Walk(t, seed, clock, map[string]guard.Store{"memstore": mem}, oracle.Options{Steps: 500}, cov)
+			oracle.Walk(t, seed, clock, map[string]store.Store{"memstore": mem}, oracle.Options{Steps: 500}, cov)
 		})
 	}
 	for _, k := range oracle.WantCovered {

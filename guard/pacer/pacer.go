@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // ErrWaitTooLong is returned by [Pacer.Reserve] and [Pacer.Wait] when the
@@ -23,8 +23,8 @@ var ErrWaitTooLong = errors.New("wait too long")
 // through the Store by every process), so that sends can be paced to a
 // provider's quota, such as SES's messages per second, instead of dropped.
 type Pacer struct {
-	store   guard.Store
-	spec    *guard.Spec
+	store   store.Store
+	spec    *store.Spec
 	tag     string
 	timeout time.Duration
 }
@@ -32,12 +32,12 @@ type Pacer struct {
 // New returns a Pacer named name (one shared schedule per name) that
 // allows limit turns per period, a burst of limit at most. timeout bounds
 // each store call.
-func New(store guard.Store, name string, limit int64, per, timeout time.Duration) (*Pacer, error) {
+func New(st store.Store, name string, limit int64, per, timeout time.Duration) (*Pacer, error) {
 	if limit < 1 || per < time.Millisecond || timeout <= 0 {
 		return nil, fmt.Errorf("pacer %s: limit must be ≥ 1, period ≥ 1ms and timeout > 0", name)
 	}
 	sum := sha256.Sum256([]byte("pace\x00" + name))
-	return &Pacer{store: store, spec: &guard.Spec{ID: "pc", Algorithm: guard.TokenBucket, Limit: limit, Window: per},
+	return &Pacer{store: st, spec: &store.Spec{ID: "pc", Algorithm: store.TokenBucket, Limit: limit, Window: per},
 		tag: "p" + base64.RawURLEncoding.EncodeToString(sum[:9]), timeout: timeout}, nil
 }
 
@@ -52,12 +52,12 @@ func (p *Pacer) Reserve(ctx context.Context, maxWait time.Duration) (time.Durati
 func (p *Pacer) ReserveN(ctx context.Context, n int64, maxWait time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	res, err := p.store.Do(ctx, []guard.Op{{Kind: guard.Reserve, Spec: p.spec, Tag: p.tag, Cost: n, MaxWait: maxWait}})
+	res, err := p.store.Do(ctx, []store.Op{{Kind: store.Reserve, Spec: p.spec, Tag: p.tag, Cost: n, MaxWait: maxWait}})
 	if err != nil {
 		return 0, fmt.Errorf("reserve a turn: %w", err)
 	}
 	if len(res) != 1 {
-		return 0, fmt.Errorf("reserve a turn: %w: no result", guard.ErrStoreUnavailable)
+		return 0, fmt.Errorf("reserve a turn: %w: no result", store.ErrStoreUnavailable)
 	}
 	if !res[0].Allowed {
 		return res[0].RetryAfter, ErrWaitTooLong

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // The key format. Every key of a subject shares the hash tag {tag} (128
@@ -21,7 +21,7 @@ import (
 //	og:{tag}:otp    a pending verification code (the otp package's tag)
 const keyPrefix = "og:{"
 
-func stateKey(op *guard.Op) string {
+func stateKey(op *store.Op) string {
 	if op.Spec.Packed {
 		return keyPrefix + op.Tag + "}"
 	}
@@ -41,21 +41,21 @@ type static struct {
 	spec any
 }
 
-var algCode = map[guard.Algorithm]string{
-	guard.FixedWindow: "fw", guard.TokenBucket: "tb", guard.SlidingWindow: "sw",
-	guard.SlidingLog: "sl", guard.Concurrency: "cc", guard.Distinct: "ds", guard.Ratio: "rt", guard.Devices: "dv",
+var algCode = map[store.Algorithm]string{
+	store.FixedWindow: "fw", store.TokenBucket: "tb", store.SlidingWindow: "sw",
+	store.SlidingLog: "sl", store.Concurrency: "cc", store.Distinct: "ds", store.Ratio: "rt", store.Devices: "dv",
 }
 
 // statics caches the encoding of each Spec, per store. A config refresh
 // makes new Specs; the cache is dropped when it grows past a bound.
 type statics struct {
 	sync.RWMutex
-	m map[*guard.Spec]*static
+	m map[*store.Spec]*static
 }
 
 const maxStatics = 4096
 
-func (statics *statics) of(s *guard.Spec) *static {
+func (statics *statics) of(s *store.Spec) *static {
 	statics.RLock()
 	st := statics.m[s]
 	statics.RUnlock()
@@ -93,7 +93,7 @@ func (statics *statics) of(s *guard.Spec) *static {
 	st = &static{spec: algCode[s.Algorithm] + "|" + strconv.FormatInt(s.Limit, 10) + "|" + us(s.Window) + "|" + enforce + "|" + field + "|" + ttl + "|" + lock + "|" + mn + "|" + elastic + "|" + challenge + "|" + keep}
 	statics.Lock()
 	if statics.m == nil || len(statics.m) >= maxStatics {
-		statics.m = map[*guard.Spec]*static{}
+		statics.m = map[*store.Spec]*static{}
 	}
 	statics.m[s] = st
 	statics.Unlock()
@@ -101,20 +101,20 @@ func (statics *statics) of(s *guard.Spec) *static {
 }
 
 // kindArgs boxes each (kind, condition)'s short argument once.
-var kindArgs = map[guard.OpKind][3]any{}
+var kindArgs = map[store.OpKind][3]any{}
 
 // condLetter is how the library reads an op's device condition.
-var condLetter = [3]string{guard.Always: "", guard.CondTrusted: "T", guard.CondUntrusted: "U"}
+var condLetter = [3]string{store.Always: "", store.CondTrusted: "T", store.CondUntrusted: "U"}
 
 func init() {
-	for _, k := range []guard.OpKind{guard.Take, guard.Peek, guard.Strike, guard.Refund, guard.Cancel, guard.Unblock,
-		guard.Release, guard.Reserve, guard.DeviceCheck, guard.Revoke, guard.Commit} {
+	for _, k := range []store.OpKind{store.Take, store.Peek, store.Strike, store.Refund, store.Cancel, store.Unblock,
+		store.Release, store.Reserve, store.DeviceCheck, store.Revoke, store.Commit} {
 		kindArgs[k] = [3]any{string(k), string(k) + "T", string(k) + "U"}
 	}
 }
 
 // appendOp adds op's keys and arguments to a call.
-func (statics *statics) appendOp(keys []string, args []any, op *guard.Op) ([]string, []any) {
+func (statics *statics) appendOp(keys []string, args []any, op *store.Op) ([]string, []any) {
 	st := statics.of(op.Spec)
 	key := stateKey(op)
 	keys = append(keys, key)
@@ -123,7 +123,7 @@ func (statics *statics) appendOp(keys []string, args []any, op *guard.Op) ([]str
 	}
 	var at int64
 	switch {
-	case op.Kind == guard.Reserve:
+	case op.Kind == store.Reserve:
 		at = op.MaxWait.Microseconds() // AT carries the longest wait
 	case !op.At.IsZero():
 		at = op.At.UnixMicro()

@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/localredis"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkBackstopCandidates(b *testing.B) {
 		return guard.Request{Action: "login", Subject: guard.Subject{Account: "user" + strconv.Itoa(i%1000),
 			IP: netip.AddrFrom4([4]byte{198, 51, byte(i % 200), byte(i % 250)})}}
 	}
-	run := func(b *testing.B, st guard.Store) {
+	run := func(b *testing.B, st store.Store) {
 		g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: secret, Backstop: memstore.New(nil)})
 		if err != nil {
 			b.Fatal(err)

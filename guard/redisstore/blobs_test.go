@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // TestBlobs: a blob is read back as put, an empty one too, and is gone
@@ -75,16 +75,16 @@ func TestBlobs(t *testing.T) {
 // batch as any other, on a cluster too: the check answers for itself
 // (a token issued now, never revoked: trusted) and the take for itself.
 func TestADeviceCheckWithNothingDependingOnItIsABatchLikeAnother(t *testing.T) {
-	devices := &guard.Spec{ID: "dv", Algorithm: guard.Devices, Window: time.Hour}
-	spec := &guard.Spec{ID: "fw", Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Enforce: true}
+	devices := &store.Spec{ID: "dv", Algorithm: store.Devices, Window: time.Hour}
+	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 3, Window: time.Minute, Enforce: true}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			st := redisstore.New(b.client(), redisstore.Options{})
 			ctx := context.Background()
 			tag := func(s string) string { return fmt.Sprintf("%-22.22s", fmt.Sprintf("%s%d", s, time.Now().UnixNano())) }
-			res, err := st.Do(ctx, []guard.Op{
-				{Kind: guard.DeviceCheck, Spec: devices, Tag: tag("D"), Cost: 1, At: time.Now().Add(-time.Second)},
-				{Kind: guard.Take, Spec: spec, Tag: tag("T"), Cost: 1},
+			res, err := st.Do(ctx, []store.Op{
+				{Kind: store.DeviceCheck, Spec: devices, Tag: tag("D"), Cost: 1, At: time.Now().Add(-time.Second)},
+				{Kind: store.Take, Spec: spec, Tag: tag("T"), Cost: 1},
 			})
 			if err != nil {
 				t.Fatal(err)

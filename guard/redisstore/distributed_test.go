@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // docs/contract.md §7 on every backend (a single Redis, a three-master
@@ -443,8 +444,8 @@ func TestTheBackstopKnowsThisProcessRevocations(t *testing.T) {
 
 type failing struct{}
 
-func (failing) Do(context.Context, []guard.Op) ([]guard.OpResult, error) {
-	return nil, fmt.Errorf("%w: down", guard.ErrStoreUnavailable)
+func (failing) Do(context.Context, []store.Op) ([]store.OpResult, error) {
+	return nil, fmt.Errorf("%w: down", store.ErrStoreUnavailable)
 }
 
 func allow2(g *guard.Guard, r guard.Request) guard.Decision {

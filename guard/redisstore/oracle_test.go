@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/oracle"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
@@ -41,7 +41,7 @@ func TestTheLibraryAgreesWithTheOracle(t *testing.T) {
 			rdb := srv.Client()
 			defer rdb.Close()
 			rdb.AddHook(&walkTime{t: t, admin: admin, now: clock.Now, exp: map[string]int64{}})
-			stores := map[string]guard.Store{
+			stores := map[string]store.Store{
 				"lua":      redisstore.New(rdb, redisstore.Options{}),
 				"memstore": memstore.New(clock.Now),
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // The algorithms' properties, as a table run against both implementations
@@ -18,7 +19,7 @@ import (
 
 // env is one implementation and its clock.
 type env struct {
-	store   guard.Store
+	store   store.Store
 	advance func(time.Duration)
 	now     func() time.Time
 }

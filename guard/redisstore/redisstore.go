@@ -1,4 +1,4 @@
-// Package redisstore is the guard.Store on Redis, through go-redis: a
+// Package redisstore is the store.Store on Redis, through go-redis: a
 // single node, a Redis Cluster (ElastiCache) or an in-process miniredis
 // all run the same Lua library (otpguard.lua), loaded once per node as a
 // FUNCTION library where the server has functions and run as EVALSHA
@@ -34,7 +34,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Options configure a Store. The zero value is usable.
@@ -44,7 +44,7 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// Store is the guard.Store on Redis.
+// Store is the store.Store on Redis.
 type Store struct {
 	conn *Conn
 	// grouped reports whether keys must be grouped by slot (cluster, ring).
@@ -65,7 +65,7 @@ func New(rdb Client, opts Options) *Store {
 	return &Store{conn: conn, grouped: !single, log: opts.Log}
 }
 
-var _ guard.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Preload loads the library on every master (never a replica), so that
 // the first decisions do not pay for it. Call it at start-up; the store
@@ -97,22 +97,22 @@ type group struct {
 }
 
 // Do applies ops; see the package comment for the atomicity it gives.
-func (s *Store) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error) {
+func (s *Store) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
 	if s.grouped {
 		if d := conditional(ops); d >= 0 {
 			return s.doDevice(ctx, ops, d)
 		}
 	}
-	res := make([]guard.OpResult, len(ops))
+	res := make([]store.OpResult, len(ops))
 	return res, s.do(ctx, ops, res)
 }
 
 // conditional returns the index of the batch's device check when some op
 // depends on it and sits in another slot, else -1.
-func conditional(ops []guard.Op) int {
+func conditional(ops []store.Op) int {
 	d := -1
 	for i := range ops {
-		if ops[i].Kind == guard.DeviceCheck {
+		if ops[i].Kind == store.DeviceCheck {
 			d = i
 		}
 	}
@@ -120,7 +120,7 @@ func conditional(ops []guard.Op) int {
 		return -1
 	}
 	for i := range ops {
-		if ops[i].Cond != guard.Always && ops[i].Tag != ops[d].Tag {
+		if ops[i].Cond != store.Always && ops[i].Tag != ops[d].Tag {
 			return d
 		}
 	}
@@ -130,30 +130,30 @@ func conditional(ops []guard.Op) int {
 // doDevice is Do on a cluster for a batch whose ops depend on a device
 // check in another slot: the check first (its own round trip), then the
 // ops whose condition holds, as any batch; the others did nothing.
-func (s *Store) doDevice(ctx context.Context, ops []guard.Op, d int) ([]guard.OpResult, error) {
-	res := make([]guard.OpResult, len(ops))
-	first := make([]guard.OpResult, 1)
+func (s *Store) doDevice(ctx context.Context, ops []store.Op, d int) ([]store.OpResult, error) {
+	res := make([]store.OpResult, len(ops))
+	first := make([]store.OpResult, 1)
 	if _, err := s.apply(ctx, s.group(ops[d:d+1]), first); err != nil {
 		return nil, err
 	}
 	res[d] = first[0]
 	trusted := first[0].Allowed
-	rest := make([]guard.Op, 0, len(ops)-1)
+	rest := make([]store.Op, 0, len(ops)-1)
 	idx := make([]int, 0, len(ops)-1)
 	for i, op := range ops {
 		switch {
 		case i == d:
-		case op.Cond != guard.Always && (op.Cond == guard.CondTrusted) != trusted:
-			res[i] = guard.OpResult{Allowed: true, Inapplicable: true, Now: first[0].Now}
+		case op.Cond != store.Always && (op.Cond == store.CondTrusted) != trusted:
+			res[i] = store.OpResult{Allowed: true, Inapplicable: true, Now: first[0].Now}
 		default:
-			op.Cond = guard.Always
+			op.Cond = store.Always
 			rest, idx = append(rest, op), append(idx, i)
 		}
 	}
 	if len(rest) == 0 {
 		return res, nil
 	}
-	rres := make([]guard.OpResult, len(rest))
+	rres := make([]store.OpResult, len(rest))
 	if err := s.do(ctx, rest, rres); err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (s *Store) doDevice(ctx context.Context, ops []guard.Op, d int) ([]guard.Op
 }
 
 // do is Do without device conditions across slots.
-func (s *Store) do(ctx context.Context, ops []guard.Op, res []guard.OpResult) error {
+func (s *Store) do(ctx context.Context, ops []store.Op, res []store.OpResult) error {
 	budget := 50 * time.Millisecond // what a refund after a denial may take: the call's own budget
 	if dl, ok := ctx.Deadline(); ok {
 		budget = max(budget, time.Until(dl))
@@ -187,7 +187,7 @@ func (s *Store) do(ctx context.Context, ops []guard.Op, res []guard.OpResult) er
 	if !ok {
 		for _, g := range rest {
 			for _, i := range g.idx {
-				res[i] = guard.OpResult{Allowed: true, Skipped: true}
+				res[i] = store.OpResult{Allowed: true, Skipped: true}
 			}
 		}
 		return nil
@@ -212,12 +212,12 @@ func (s *Store) do(ctx context.Context, ops []guard.Op, res []guard.OpResult) er
 
 // refund gives back what the groups that allowed took, after another
 // group denied. The denial stands whatever happens here.
-func (s *Store) refund(ctx context.Context, ops []guard.Op, res []guard.OpResult) {
-	var refunds []guard.Op
+func (s *Store) refund(ctx context.Context, ops []store.Op, res []store.OpResult) {
+	var refunds []store.Op
 	for i, op := range ops {
-		if op.Kind == guard.Take && res[i].Taken > 0 {
+		if op.Kind == store.Take && res[i].Taken > 0 {
 			r := op
-			r.Kind, r.Cost, r.Extra, r.At, r.Cond = guard.Cancel, res[i].Taken, 0, res[i].Now, guard.Always
+			r.Kind, r.Cost, r.Extra, r.At, r.Cond = store.Cancel, res[i].Taken, 0, res[i].Now, store.Always
 			refunds = append(refunds, r)
 			res[i].Remaining += res[i].Taken
 			res[i].Taken = 0
@@ -234,7 +234,7 @@ func (s *Store) refund(ctx context.Context, ops []guard.Op, res []guard.OpResult
 
 // apply runs groups (pipelined when several) and fills res for their
 // ops. ok reports whether every group allowed.
-func (s *Store) apply(ctx context.Context, groups []*group, res []guard.OpResult) (ok bool, err error) {
+func (s *Store) apply(ctx context.Context, groups []*group, res []store.OpResult) (ok bool, err error) {
 	replies, err := s.run(ctx, groups)
 	if err != nil {
 		return false, err
@@ -243,7 +243,7 @@ func (s *Store) apply(ctx context.Context, groups []*group, res []guard.OpResult
 	for gi, g := range groups {
 		gok, err := parseReply(replies[gi], g.idx, res)
 		if err != nil {
-			return false, fmt.Errorf("%w: %v", guard.ErrStoreUnavailable, err)
+			return false, fmt.Errorf("%w: %v", store.ErrStoreUnavailable, err)
 		}
 		ok = ok && gok
 	}
@@ -252,7 +252,7 @@ func (s *Store) apply(ctx context.Context, groups []*group, res []guard.OpResult
 
 // mostSelective returns the group holding the enforcing op with the
 // smallest limit: the rule most likely to deny goes first.
-func mostSelective(ops []guard.Op, groups []*group) int {
+func mostSelective(ops []store.Op, groups []*group) int {
 	best, bestLimit := 0, int64(-1)
 	for gi, g := range groups {
 		for _, i := range g.idx {
@@ -266,7 +266,7 @@ func mostSelective(ops []guard.Op, groups []*group) int {
 
 // group splits ops into one call per hash tag (one per batch on a single
 // node), encoding each op's keys and arguments.
-func (s *Store) group(ops []guard.Op) []*group {
+func (s *Store) group(ops []store.Op) []*group {
 	if !s.grouped {
 		g := &group{idx: make([]int, len(ops)), args: make([]any, 1, 1+argsPerOp*len(ops))}
 		g.keys = make([]string, 0, len(ops))
@@ -318,17 +318,17 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 
 // storeErr marks every failure to get an answer as ErrStoreUnavailable.
 func storeErr(err error) error {
-	if errors.Is(err, guard.ErrStoreUnavailable) {
+	if errors.Is(err, store.ErrStoreUnavailable) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", guard.ErrStoreUnavailable, err)
+	return fmt.Errorf("%w: %w", store.ErrStoreUnavailable, err)
 }
 
 // The reply: {batch allowed, now, then per op: allowed (2: skipped),
 // remaining, reset after (µs), retry after (µs), locked, taken}.
 const replyPerOp = 6
 
-func parseReply(v any, idx []int, res []guard.OpResult) (bool, error) {
+func parseReply(v any, idx []int, res []store.OpResult) (bool, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) != 2+replyPerOp*len(idx) {
 		return false, fmt.Errorf("unexpected reply %T of length %d for %d ops", v, len(a), len(idx))
@@ -349,7 +349,7 @@ func parseReply(v any, idx []int, res []guard.OpResult) (bool, error) {
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 	for j, i := range idx {
 		f := n[2+replyPerOp*j:]
-		res[i] = guard.OpResult{
+		res[i] = store.OpResult{
 			Allowed: f[0] != 0 && f[0] != 4, Skipped: f[0] == 2, Inapplicable: f[0] == 3, Challenged: f[0] == 4, Remaining: f[1], ResetAfter: us(f[2]), RetryAfter: us(f[3]),
 			Locked: f[4] == 1, Taken: f[5], Now: now,
 		}

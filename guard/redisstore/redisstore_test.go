@@ -21,6 +21,7 @@ import (
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/localredis"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 	"github.com/otpguard/otpguard/internal/testonly/testutil"
@@ -139,7 +140,7 @@ func flush(t testing.TB, rdb redis.UniversalClient) {
 
 // newGuard builds a guard over st with the given rules. The deny cache is
 // off, so that every decision reaches the store under test.
-func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
+func newGuard(t testing.TB, st store.Store, yamlRules string) *guard.Guard {
 	t.Helper()
 	cfg, err := config.Parse([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
 	if err != nil {
@@ -154,7 +155,7 @@ func newGuard(t testing.TB, st guard.Store, yamlRules string) *guard.Guard {
 
 // newGuardAt is newGuard whose backstop keeps the fixed clock's time, as
 // the store does.
-func newGuardAt(t testing.TB, st guard.Store, c *fixedClock, yamlRules string) *guard.Guard {
+func newGuardAt(t testing.TB, st store.Store, c *fixedClock, yamlRules string) *guard.Guard {
 	t.Helper()
 	cfg, err := config.Parse([]byte("store: {timeout: 10s, denyCache: {ttl: 0s}}\nrules:\n" + yamlRules))
 	if err != nil {
@@ -203,7 +204,7 @@ func allow(t testing.TB, g *guard.Guard, req guard.Request) guard.Decision {
 func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		st := newStore(rdb)
-		for _, alg := range guard.Algorithms {
+		for _, alg := range store.Algorithms {
 			t.Run(string(alg), func(t *testing.T) {
 				// (a ratio admits min attempts: in flight, they are all failures)
 				g := newGuard(t, st, fmt.Sprintf(`  - {name: one-key, action: test, key: [destination], %s, window: 1h, algorithm: %s%s}`, limit(alg, 10), alg, of(alg, "account")))
@@ -224,16 +225,16 @@ func TestConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 
 // limit is the limit members of a rule of algorithm alg that admits n:
 // a ratio's min.
-func limit(alg guard.Algorithm, n int) string {
-	if alg == guard.Ratio {
+func limit(alg store.Algorithm, n int) string {
+	if alg == store.Ratio {
 		return fmt.Sprintf("limit: 50%%, min: %d", n)
 	}
 	return fmt.Sprintf("limit: %d", n)
 }
 
 // of is the `of` member a rule of algorithm alg needs.
-func of(alg guard.Algorithm, dim string) string {
-	if alg == guard.Distinct {
+func of(alg store.Algorithm, dim string) string {
+	if alg == store.Distinct {
 		return ", of: " + dim
 	}
 	return ""
@@ -340,7 +341,7 @@ func dump(t *testing.T, rdb redis.UniversalClient) map[string]string {
 
 func TestDeniedRequestConsumesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		for _, alg := range guard.Algorithms {
+		for _, alg := range store.Algorithms {
 			t.Run(string(alg), func(t *testing.T) {
 				g := newGuard(t, newStore(rdb), fmt.Sprintf(`
   - {name: per-destination, action: test, key: [destination], limit: 2, window: 1h}
@@ -511,7 +512,7 @@ func TestKeysHoldNoClearIdentifier(t *testing.T) {
 // request through again once the reported Retry-After has passed.
 func TestWindowEdgesRealTime(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		for _, alg := range []guard.Algorithm{guard.FixedWindow, guard.SlidingWindow, guard.TokenBucket, guard.SlidingLog, guard.Concurrency} {
+		for _, alg := range []store.Algorithm{store.FixedWindow, store.SlidingWindow, store.TokenBucket, store.SlidingLog, store.Concurrency} {
 			t.Run(string(alg), func(t *testing.T) {
 				g := newGuard(t, newStore(rdb), fmt.Sprintf(`  - {name: edge, action: test, key: [destination], limit: 3, window: 400ms, algorithm: %s}`, alg))
 				req := request(t, "edge-"+string(alg)+"@example.com", "192.0.2.1")
@@ -615,12 +616,12 @@ type step struct {
 // The algorithms at fixed instants t0…: limit 4 per 10s.
 func TestAlgorithmsAtFixedInstants(t *testing.T) {
 	s := time.Second
-	cases := map[guard.Algorithm][]step{
-		guard.FixedWindow: { // the window starts at the first hit
+	cases := map[store.Algorithm][]step{
+		store.FixedWindow: { // the window starts at the first hit
 			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
 			{4 * s, false, 0, 6 * s}, {9 * s, false, 0, 1 * s}, {10 * s, true, 3, 0}, {19 * s, true, 2, 0}, {20 * s, true, 3, 0},
 		},
-		guard.SlidingWindow: { // windows aligned on multiples of 10s; t0 is one
+		store.SlidingWindow: { // windows aligned on multiples of 10s; t0 is one
 			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
 			{4 * s, false, 0, 6*s + 2500*time.Millisecond}, // next window, once 4×(10-e)/10 ≤ 3
 			{12500 * time.Millisecond, true, 0, 0},         // 4×0.75 = 3 of the last window, +1
@@ -629,16 +630,16 @@ func TestAlgorithmsAtFixedInstants(t *testing.T) {
 			{16 * s, false, 0, 1500 * time.Millisecond}, // 2 + ⌈4×0.4⌉ = 4; needs ⌈4×(10-e)/10⌉ ≤ 1, e ≥ 7.5s
 			{30 * s, true, 3, 0},
 		},
-		guard.TokenBucket: { // burst 4, one token back every 2.5s
+		store.TokenBucket: { // burst 4, one token back every 2.5s
 			{0, true, 3, 0}, {0, true, 2, 0}, {0, true, 1, 0}, {0, true, 0, 0},
 			{0, false, 0, 2500 * time.Millisecond}, {2 * s, false, 0, 500 * time.Millisecond},
 			{2500 * time.Millisecond, true, 0, 0}, {12500 * time.Millisecond, true, 3, 0},
 		},
-		guard.SlidingLog: { // exactly 4 in any 10s
+		store.SlidingLog: { // exactly 4 in any 10s
 			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
 			{4 * s, false, 0, 6 * s}, {10 * s, true, 0, 0}, {10 * s, false, 0, 1 * s}, {11 * s, true, 0, 0}, {25 * s, true, 3, 0},
 		},
-		guard.Concurrency: { // leases of 10s, never released here
+		store.Concurrency: { // leases of 10s, never released here
 			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
 			{4 * s, false, 0, 6 * s}, {10 * s, true, 0, 0}, {10500 * time.Millisecond, false, 0, 500 * time.Millisecond},
 		},

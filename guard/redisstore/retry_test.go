@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/localredis"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
@@ -61,10 +61,10 @@ func (h *libHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	return next
 }
 
-var retrySpec = &guard.Spec{ID: "rt", Algorithm: guard.FixedWindow, Limit: 1000, Window: time.Minute, Enforce: true}
+var retrySpec = &store.Spec{ID: "rt", Algorithm: store.FixedWindow, Limit: 1000, Window: time.Minute, Enforce: true}
 
-func retryOp() []guard.Op {
-	return []guard.Op{{Kind: guard.Take, Spec: retrySpec, Tag: "AAAAAAAAAAAAAAAAAAAAAA", Cost: 1}}
+func retryOp() []store.Op {
+	return []store.Op{{Kind: store.Take, Spec: retrySpec, Tag: "AAAAAAAAAAAAAAAAAAAAAA", Cost: 1}}
 }
 
 // TestCallersMeetingAnEmptyServerLoadTheLibraryOnce: when a server that
@@ -167,7 +167,7 @@ func TestACallThatNeverRunsIsSentFourTimesAtMost(t *testing.T) {
 			h := &libHook{answer: answer}
 			rdb.AddHook(h)
 			_, err = st.Do(ctx, retryOp())
-			if !errors.Is(err, guard.ErrStoreUnavailable) {
+			if !errors.Is(err, store.ErrStoreUnavailable) {
 				t.Errorf("a call never run: %v, want a store error", err)
 			}
 			if n := h.calls.Load(); n != 4 {
@@ -242,7 +242,7 @@ func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 		h.armed.Store(true)
 		v, err := codes.Check(ctx, "og:{t}c", "digest", 5)
 		h.armed.Store(false)
-		if !errors.Is(err, guard.ErrStoreUnavailable) {
+		if !errors.Is(err, store.ErrStoreUnavailable) {
 			t.Errorf("a reply %v: %+v, %v, want a store error", reply, v, err)
 		}
 	}

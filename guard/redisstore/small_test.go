@@ -14,6 +14,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // slowPipelines delays each pipeline (a cluster's second phase) while
@@ -81,9 +82,9 @@ func TestAClusterRefundNamesEachGroupsOwnTime(t *testing.T) {
 func TestTheBackstopsSlidingWindowDoesNotOverflow(t *testing.T) {
 	clock, lua := newFixedClock(t)
 	mem := memstore.New(func() time.Time { return clock.now })
-	spec := &guard.Spec{ID: "sw", Algorithm: guard.SlidingWindow, Limit: 10_000_000, Window: 30 * 24 * time.Hour, Enforce: true}
-	take := func(st guard.Store, cost int64) guard.OpResult {
-		res, err := st.Do(context.Background(), []guard.Op{{Kind: guard.Take, Spec: spec, Tag: "big", Cost: cost}})
+	spec := &store.Spec{ID: "sw", Algorithm: store.SlidingWindow, Limit: 10_000_000, Window: 30 * 24 * time.Hour, Enforce: true}
+	take := func(st store.Store, cost int64) store.OpResult {
+		res, err := st.Do(context.Background(), []store.Op{{Kind: store.Take, Spec: spec, Tag: "big", Cost: cost}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Redis is the truth: what a process keeps (its backstop, its deny cache,
@@ -224,15 +225,15 @@ func TestAReleaseFreesTheSlot(t *testing.T) {
 // timeout afterwards: the reply of a call that ran is lost (a slow Redis
 // in a burst). The guard then decides on the backstop.
 type lossy struct {
-	guard.Store
+	store.Store
 	armed atomic.Bool
 	lost  atomic.Int64
 }
 
-func (l *lossy) Do(ctx context.Context, ops []guard.Op) ([]guard.OpResult, error) {
+func (l *lossy) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
 	res, err := l.Store.Do(ctx, ops)
-	if err == nil && l.armed.Load() && len(ops) > 0 && ops[0].Kind == guard.Take && l.lost.Add(1)%2 == 0 {
-		return nil, fmt.Errorf("%w: injected timeout after the call ran", guard.ErrStoreUnavailable)
+	if err == nil && l.armed.Load() && len(ops) > 0 && ops[0].Kind == store.Take && l.lost.Add(1)%2 == 0 {
+		return nil, fmt.Errorf("%w: injected timeout after the call ran", store.ErrStoreUnavailable)
 	}
 	return res, err
 }

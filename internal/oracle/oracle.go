@@ -27,10 +27,10 @@ import (
 	"math/big"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
-// Store is the oracle: a guard.Store in memory. Its zero value is not
+// Store is the oracle: a store.Store in memory. Its zero value is not
 // usable; call New.
 type Store struct {
 	now    func() time.Time
@@ -78,7 +78,7 @@ func (st *state) clear() {
 
 // rule is an op's spec and state, with the algorithm's questions.
 type rule struct {
-	spec *guard.Spec
+	spec *store.Spec
 	st   *state
 	win  int64 // µs
 }
@@ -204,7 +204,7 @@ func (r rule) live(t int64) int64 {
 }
 
 func (r rule) alive(e entry, t int64) bool {
-	if r.spec.Algorithm == guard.Concurrency {
+	if r.spec.Algorithm == store.Concurrency {
 		return e.at > t // a lease lives until it expires
 	}
 	return e.at > t-r.win // seen within the window
@@ -228,15 +228,15 @@ func (r rule) seen(t int64, member string) bool {
 // room is how many units the rule admits at t (for distinct: new values).
 func (r rule) room(t int64) int64 {
 	switch r.spec.Algorithm {
-	case guard.FixedWindow:
+	case store.FixedWindow:
 		return r.fwRoom(t)
-	case guard.TokenBucket:
+	case store.TokenBucket:
 		return r.tbRoom(t)
-	case guard.SlidingWindow:
+	case store.SlidingWindow:
 		return r.swRoom(t, r.swLimit(t))
-	case guard.Ratio:
+	case store.Ratio:
 		return r.rtRoom(t)
-	case guard.SlidingLog, guard.Concurrency, guard.Distinct:
+	case store.SlidingLog, store.Concurrency, store.Distinct:
 		return max(0, r.spec.Limit-r.live(t))
 	}
 	panic("oracle: algorithm " + string(r.spec.Algorithm))
@@ -244,8 +244,8 @@ func (r rule) room(t int64) int64 {
 
 // need is how many units a take of cost needs: a distinct value already
 // seen needs none.
-func (r rule) need(t int64, op *guard.Op) int64 {
-	if r.spec.Algorithm == guard.Distinct {
+func (r rule) need(t int64, op *store.Op) int64 {
+	if r.spec.Algorithm == store.Distinct {
 		if r.seen(t, op.Member) {
 			return 0
 		}
@@ -258,13 +258,13 @@ func (r rule) need(t int64, op *guard.Op) int64 {
 // nothing else happens: the first microsecond at which it is.
 func (r rule) wait(now, cost int64) int64 {
 	switch r.spec.Algorithm {
-	case guard.SlidingWindow:
+	case store.SlidingWindow:
 		// An elastic limit is taken as it stands now: the wait tells
 		// when the count has decayed to it (the limit's own decay is
 		// not foreseen).
 		limit := r.swLimit(now)
 		return first(now, now+3*r.win, func(t int64) bool { return limit-r.swEstimate(t) >= cost }) - now
-	case guard.Ratio:
+	case store.Ratio:
 		// Weighted counts fall linearly within each window: once denied,
 		// admission only grows within this window, then within the next
 		// (each searched on its own); after two, nothing is counted.
@@ -302,12 +302,12 @@ func first(from, to int64, ok func(int64) bool) int64 {
 
 // --- writes
 
-// Do implements guard.Store: the takes and peeks are checked in order
+// Do implements store.Store: the takes and peeks are checked in order
 // until an enforcing rule denies; the batch takes only if none did.
-func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) {
+func (s *Store) Do(_ context.Context, ops []store.Op) ([]store.OpResult, error) {
 	now := s.now().UnixMicro()
 	t := time.UnixMicro(now)
-	res := make([]guard.OpResult, len(ops))
+	res := make([]store.OpResult, len(ops))
 	rules, err := s.rules(ops)
 	if err != nil {
 		return nil, err
@@ -317,11 +317,11 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 	ok := make([]bool, len(ops))
 	for i := range ops {
 		op, r := &ops[i], rules[i]
-		if op.Kind != guard.Take && op.Kind != guard.Peek {
+		if op.Kind != store.Take && op.Kind != store.Peek {
 			continue
 		}
 		if !allowed {
-			res[i] = guard.OpResult{Allowed: true, Skipped: true, Now: t}
+			res[i] = store.OpResult{Allowed: true, Skipped: true, Now: t}
 			continue
 		}
 		res[i], ok[i] = r.check(now, t, op)
@@ -336,4 +336,4 @@ func (s *Store) Do(_ context.Context, ops []guard.Op) ([]guard.OpResult, error) 
 	return res, nil
 }
 
-var _ guard.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)

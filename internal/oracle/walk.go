@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Clock is the walk's time, shared by the oracle and the stores under
@@ -40,8 +40,8 @@ const Grid = 100 * time.Millisecond
 const w = 12800 * time.Millisecond
 
 var (
-	lock1 = &guard.Lockout{Initial: 1600 * time.Millisecond, Factor: 2, Max: 6400 * time.Millisecond, Reset: 2 * w}
-	lock2 = &guard.Lockout{Initial: 1600 * time.Millisecond, Factor: 1.5, Max: 6400 * time.Millisecond, Reset: 2 * w}
+	lock1 = &store.Lockout{Initial: 1600 * time.Millisecond, Factor: 2, Max: 6400 * time.Millisecond, Reset: 2 * w}
+	lock2 = &store.Lockout{Initial: 1600 * time.Millisecond, Factor: 1.5, Max: 6400 * time.Millisecond, Reset: 2 * w}
 	pack  = 3 * w // PackTTL: longer than any state a packed rule keeps
 )
 
@@ -49,26 +49,26 @@ var (
 // packed, with and without lockouts, elastic limits, ratios at several
 // limits (50% hides a wrong formula: (r·a−f)/(1−r) = (r·a−f)/r there),
 // small limits so that walks reach them.
-func Specs() []*guard.Spec {
-	return []*guard.Spec{
-		{ID: "fw", Algorithm: guard.FixedWindow, Limit: 3, Window: w, Enforce: true},
-		{ID: "fl", Algorithm: guard.FixedWindow, Limit: 2, Window: w, Enforce: true, Lockout: lock1},
-		{ID: "fp", Algorithm: guard.FixedWindow, Limit: 4, Window: w / 2, Enforce: true, Packed: true, PackTTL: pack},
-		{ID: "fs", Algorithm: guard.FixedWindow, Limit: 2, Window: w, Enforce: false}, // shadow
-		{ID: "tb", Algorithm: guard.TokenBucket, Limit: 4, Window: w, Enforce: true},
-		{ID: "tp", Algorithm: guard.TokenBucket, Limit: 2, Window: w / 2, Enforce: true, Packed: true, PackTTL: pack, Lockout: lock2},
-		{ID: "sw", Algorithm: guard.SlidingWindow, Limit: 4, Window: w, Enforce: true},
-		{ID: "sp", Algorithm: guard.SlidingWindow, Limit: 3, Window: w, Enforce: true, Packed: true, PackTTL: pack, Lockout: lock1},
-		{ID: "el", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true, Elastic: 0.5},
-		{ID: "ep", Algorithm: guard.SlidingWindow, Limit: 2, Window: w, Enforce: true, Packed: true, PackTTL: pack, Elastic: 1.5},
-		{ID: "sl", Algorithm: guard.SlidingLog, Limit: 3, Window: w, Enforce: true},
-		{ID: "sL", Algorithm: guard.SlidingLog, Limit: 2, Window: w, Enforce: true, Lockout: lock1},
-		{ID: "cc", Algorithm: guard.Concurrency, Limit: 2, Window: w, Enforce: true},
-		{ID: "ds", Algorithm: guard.Distinct, Limit: 2, Window: w, Enforce: true},
-		{ID: "r8", Algorithm: guard.Ratio, Limit: 80, Min: 3, Window: w, Enforce: true},
-		{ID: "r6", Algorithm: guard.Ratio, Limit: 60, Min: 5, Window: w, Enforce: true, Packed: true, PackTTL: pack},
-		{ID: "r7", Algorithm: guard.Ratio, Limit: 75, Min: 4, Window: w / 2, Enforce: true},
-		{ID: "r5", Algorithm: guard.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Packed: true, PackTTL: pack},
+func Specs() []*store.Spec {
+	return []*store.Spec{
+		{ID: "fw", Algorithm: store.FixedWindow, Limit: 3, Window: w, Enforce: true},
+		{ID: "fl", Algorithm: store.FixedWindow, Limit: 2, Window: w, Enforce: true, Lockout: lock1},
+		{ID: "fp", Algorithm: store.FixedWindow, Limit: 4, Window: w / 2, Enforce: true, Packed: true, PackTTL: pack},
+		{ID: "fs", Algorithm: store.FixedWindow, Limit: 2, Window: w, Enforce: false}, // shadow
+		{ID: "tb", Algorithm: store.TokenBucket, Limit: 4, Window: w, Enforce: true},
+		{ID: "tp", Algorithm: store.TokenBucket, Limit: 2, Window: w / 2, Enforce: true, Packed: true, PackTTL: pack, Lockout: lock2},
+		{ID: "sw", Algorithm: store.SlidingWindow, Limit: 4, Window: w, Enforce: true},
+		{ID: "sp", Algorithm: store.SlidingWindow, Limit: 3, Window: w, Enforce: true, Packed: true, PackTTL: pack, Lockout: lock1},
+		{ID: "el", Algorithm: store.SlidingWindow, Limit: 2, Window: w, Enforce: true, Elastic: 0.5},
+		{ID: "ep", Algorithm: store.SlidingWindow, Limit: 2, Window: w, Enforce: true, Packed: true, PackTTL: pack, Elastic: 1.5},
+		{ID: "sl", Algorithm: store.SlidingLog, Limit: 3, Window: w, Enforce: true},
+		{ID: "sL", Algorithm: store.SlidingLog, Limit: 2, Window: w, Enforce: true, Lockout: lock1},
+		{ID: "cc", Algorithm: store.Concurrency, Limit: 2, Window: w, Enforce: true},
+		{ID: "ds", Algorithm: store.Distinct, Limit: 2, Window: w, Enforce: true},
+		{ID: "r8", Algorithm: store.Ratio, Limit: 80, Min: 3, Window: w, Enforce: true},
+		{ID: "r6", Algorithm: store.Ratio, Limit: 60, Min: 5, Window: w, Enforce: true, Packed: true, PackTTL: pack},
+		{ID: "r7", Algorithm: store.Ratio, Limit: 75, Min: 4, Window: w / 2, Enforce: true},
+		{ID: "r5", Algorithm: store.Ratio, Limit: 50, Min: 2, Window: w, Enforce: true, Packed: true, PackTTL: pack},
 	}
 }
 
@@ -92,7 +92,7 @@ type Coverage map[string]int
 // lockout's reset after, its end). Steps are
 // biased to reach limits, lockouts and relocks, elastic growth and window
 // edges.
-func Walk(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.Store, opt Options, cov Coverage) {
+func Walk(t testing.TB, seed uint64, clock *Clock, stores map[string]store.Store, opt Options, cov Coverage) {
 	t.Helper()
 	k := newWalker(t, seed, clock, stores, opt, cov)
 	steps := opt.Steps
@@ -109,7 +109,7 @@ var WantCovered = []string{"a window edge", "the instant a state ends", "an elas
 	"a denial by fixed_window", "a denial by token_bucket", "a denial by sliding_window", "a denial by sliding_log",
 	"a denial by concurrency", "a denial by distinct", "a denial by ratio"}
 
-func same(want, got guard.OpResult, op guard.Op, slack time.Duration) bool {
+func same(want, got store.OpResult, op store.Op, slack time.Duration) bool {
 	if want.Allowed != got.Allowed || want.Skipped != got.Skipped || want.Remaining != got.Remaining ||
 		want.Locked != got.Locked || want.Taken != got.Taken {
 		return false
@@ -117,7 +117,7 @@ func same(want, got guard.OpResult, op guard.Op, slack time.Duration) bool {
 	if want.Locked && got.ResetAfter != want.RetryAfter {
 		return false // a lockout's state ends with it
 	}
-	if slack > 0 && op.Spec.Algorithm == guard.FixedWindow && !op.Spec.Packed && !want.Allowed && !want.Locked {
+	if slack > 0 && op.Spec.Algorithm == store.FixedWindow && !op.Spec.Packed && !want.Allowed && !want.Locked {
 		return got.RetryAfter <= want.RetryAfter && got.RetryAfter > want.RetryAfter-slack
 	}
 	return want.RetryAfter == got.RetryAfter
@@ -130,6 +130,6 @@ func atString(t time.Time) string {
 	return t.Sub(time.UnixMicro(Origin)).String()
 }
 
-func resString(r guard.OpResult) string {
+func resString(r store.OpResult) string {
 	return fmt.Sprintf("{allowed %v skipped %v remaining %d retry %s locked %v taken %d}", r.Allowed, r.Skipped, r.Remaining, r.RetryAfter, r.Locked, r.Taken)
 }

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // taken is a take the oracle granted, kept so that a later step can give
 // it back.
 type taken struct {
-	op guard.Op
+	op store.Op
 	n  int64
 	at time.Time
 }
@@ -28,13 +28,13 @@ type walker struct {
 	rng    *rand.Rand
 	clock  *Clock
 	ref    *Store
-	stores map[string]guard.Store
+	stores map[string]store.Store
 	names  []string
 	opt    Options
 	cov    Coverage
 	ctx    context.Context
 
-	specs, locking, subtle []*guard.Spec
+	specs, locking, subtle []*store.Spec
 	tags                   []string
 
 	takes   []taken
@@ -47,7 +47,7 @@ type walker struct {
 // newWalker sets up a walk: the rules, split into those with lockouts and
 // the subtle ones (ratios, distinct, elastic) that steps favour, and the
 // stores' names in a fixed order.
-func newWalker(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.Store, opt Options, cov Coverage) *walker {
+func newWalker(t testing.TB, seed uint64, clock *Clock, stores map[string]store.Store, opt Options, cov Coverage) *walker {
 	k := &walker{t: t, seed: seed, clock: clock, stores: stores, opt: opt, cov: cov}
 	k.rng = rand.New(rand.NewPCG(seed, 28))
 	k.ref = New(clock.Now)
@@ -56,7 +56,7 @@ func newWalker(t testing.TB, seed uint64, clock *Clock, stores map[string]guard.
 		if s.Lockout != nil {
 			k.locking = append(k.locking, s)
 		}
-		if s.Algorithm == guard.Ratio || s.Algorithm == guard.Distinct || s.Elastic > 0 {
+		if s.Algorithm == store.Ratio || s.Algorithm == store.Distinct || s.Elastic > 0 {
 			k.subtle = append(k.subtle, s)
 		}
 	}
@@ -123,8 +123,8 @@ func (k *walker) advance() time.Time {
 }
 
 // batch makes one to three ops, at most one per rule state.
-func (k *walker) batch() []guard.Op {
-	var batch []guard.Op
+func (k *walker) batch() []store.Op {
+	var batch []store.Op
 	for range 1 + k.rng.IntN(3) {
 		op := k.op()
 		// one op per rule state in a batch, as the guard makes them
@@ -141,7 +141,7 @@ func (k *walker) batch() []guard.Op {
 
 // op makes one random op, biased to the rules with lockouts and the
 // subtle ones, and to refunds of earlier takes.
-func (k *walker) op() guard.Op {
+func (k *walker) op() store.Op {
 	rng := k.rng
 	s := k.specs[rng.IntN(len(k.specs))]
 	switch rng.IntN(6) {
@@ -150,24 +150,24 @@ func (k *walker) op() guard.Op {
 	case 2: // to ratios, distinct and elastic rules
 		s = k.subtle[rng.IntN(len(k.subtle))]
 	}
-	op := guard.Op{Spec: s, Tag: k.tags[rng.IntN(len(k.tags))], Cost: 1}
+	op := store.Op{Spec: s, Tag: k.tags[rng.IntN(len(k.tags))], Cost: 1}
 	switch c := rng.IntN(100); {
 	case c < 50:
-		op.Kind = guard.Take
-		if rng.IntN(5) == 0 && s.Algorithm != guard.Distinct && s.Algorithm != guard.Ratio {
+		op.Kind = store.Take
+		if rng.IntN(5) == 0 && s.Algorithm != store.Distinct && s.Algorithm != store.Ratio {
 			op.Cost = 2
 		}
 	case c < 58:
-		op.Kind = guard.Peek
+		op.Kind = store.Peek
 	case c < 72:
-		op.Kind = guard.Strike
+		op.Kind = store.Strike
 		if s.Lockout == nil && rng.IntN(2) == 0 {
-			op.Kind = guard.Take
+			op.Kind = store.Take
 		}
 	case c < 96 && len(k.takes) > 0:
 		op = k.giveBack()
 	default:
-		op.Kind = guard.Unblock
+		op.Kind = store.Unblock
 	}
 	k.member(&op)
 	return op
@@ -175,23 +175,23 @@ func (k *walker) op() guard.Op {
 
 // giveBack makes an op that returns an earlier take: a refund, a cancel,
 // or a release for a concurrency rule, sometimes without its instant.
-func (k *walker) giveBack() guard.Op {
+func (k *walker) giveBack() store.Op {
 	rng := k.rng
 	tk := k.takes[rng.IntN(len(k.takes))]
 	if rng.IntN(2) == 0 { // most refunds go to elastic rules and ratios: growth, and failures given back
 		for _, c := range k.takes {
-			if c.op.Spec.Elastic > 0 || c.op.Spec.Algorithm == guard.Ratio {
+			if c.op.Spec.Elastic > 0 || c.op.Spec.Algorithm == store.Ratio {
 				tk = c
 			}
 		}
 	}
 	op := tk.op
-	op.Kind, op.Cost, op.At = guard.Refund, tk.n, tk.at
+	op.Kind, op.Cost, op.At = store.Refund, tk.n, tk.at
 	if rng.IntN(3) == 0 {
-		op.Kind = guard.Cancel
+		op.Kind = store.Cancel
 	}
-	if op.Spec.Algorithm == guard.Concurrency {
-		op.Kind = guard.Release
+	if op.Spec.Algorithm == store.Concurrency {
+		op.Kind = store.Release
 	}
 	if rng.IntN(4) == 0 {
 		op.At = time.Time{}
@@ -201,14 +201,14 @@ func (k *walker) giveBack() guard.Op {
 
 // member gives op the member its rule needs: one of a few for distinct,
 // a new one for a take or peek of a sliding log or concurrency rule.
-func (k *walker) member(op *guard.Op) {
+func (k *walker) member(op *store.Op) {
 	switch op.Spec.Algorithm {
-	case guard.Distinct:
+	case store.Distinct:
 		if op.Member == "" {
 			op.Member = string(rune('a' + k.rng.IntN(5)))
 		}
-	case guard.SlidingLog, guard.Concurrency:
-		if op.Kind == guard.Take || op.Kind == guard.Peek {
+	case store.SlidingLog, store.Concurrency:
+		if op.Kind == store.Take || op.Kind == store.Peek {
 			k.members++
 			op.Member = fmt.Sprint("m", k.members)
 		}
@@ -217,7 +217,7 @@ func (k *walker) member(op *guard.Op) {
 
 // record adds a line for this step, with the oracle's answers, to the
 // history a failure prints (the last 40 steps).
-func (k *walker) record(step int, now time.Time, batch []guard.Op, want []guard.OpResult) {
+func (k *walker) record(step int, now time.Time, batch []store.Op, want []store.OpResult) {
 	var line strings.Builder
 	fmt.Fprintf(&line, "step %d at +%s:", step, now.Sub(time.UnixMicro(Origin)))
 	for i, op := range batch {
@@ -233,7 +233,7 @@ func (k *walker) record(step int, now time.Time, batch []guard.Op, want []guard.
 // compare runs batch on every store and fails the test at the first
 // answer that differs from the oracle's. It returns where each take's
 // state ends, as the first store says (the oracle keeps no such answer).
-func (k *walker) compare(step int, batch []guard.Op, want []guard.OpResult) []time.Duration {
+func (k *walker) compare(step int, batch []store.Op, want []store.OpResult) []time.Duration {
 	k.t.Helper()
 	var resets []time.Duration
 	for _, name := range k.names {
@@ -259,12 +259,12 @@ func (k *walker) compare(step int, batch []guard.Op, want []guard.OpResult) []ti
 
 // note counts what the step reached and keeps the takes later steps may
 // give back and the instants they may land on.
-func (k *walker) note(now time.Time, batch []guard.Op, want []guard.OpResult, resets []time.Duration) {
+func (k *walker) note(now time.Time, batch []store.Op, want []store.OpResult, resets []time.Duration) {
 	for i, op := range batch {
 		r := want[i]
 		alg := string(op.Spec.Algorithm)
 		switch {
-		case op.Kind == guard.Take && r.Taken > 0:
+		case op.Kind == store.Take && r.Taken > 0:
 			k.takes = append(k.takes, taken{op, r.Taken, now})
 			if len(k.takes) > 60 {
 				k.takes = k.takes[1:]
@@ -272,17 +272,17 @@ func (k *walker) note(now time.Time, batch []guard.Op, want []guard.OpResult, re
 			if op.Spec.Elastic > 0 && r.Remaining+r.Taken > op.Spec.Limit {
 				k.cov["an elastic limit grown"]++
 			}
-		case op.Kind == guard.Take && !r.Allowed && r.Locked:
+		case op.Kind == store.Take && !r.Allowed && r.Locked:
 			k.cov["a take locked out"]++
-		case op.Kind == guard.Take && !r.Allowed && !r.Skipped:
+		case op.Kind == store.Take && !r.Allowed && !r.Skipped:
 			k.cov["a denial by "+alg]++
-		case op.Kind == guard.Strike && r.Locked && r.RetryAfter > op.Spec.Lockout.Initial:
+		case op.Kind == store.Strike && r.Locked && r.RetryAfter > op.Spec.Lockout.Initial:
 			k.cov["a relock"]++
 		}
 		if r.RetryAfter > 0 {
 			k.edges = append(k.edges, now.Add(r.RetryAfter))
 		}
-		if op.Kind == guard.Take && r.Allowed && resets[i] > 0 {
+		if op.Kind == store.Take && r.Allowed && resets[i] > 0 {
 			// where the state this take counted on ends: a fixed
 			// window's last instant, landed on exactly
 			k.edges = append(k.edges, now.Add(resets[i]))

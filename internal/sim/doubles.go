@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/otp"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 type sent struct {
@@ -136,10 +137,10 @@ func (solvingMarket) Provider() string { return "turnstile" }
 // noBackstop: the simulated store never fails.
 type noBackstop struct{}
 
-func (noBackstop) Do(context.Context, []guard.Op) ([]guard.OpResult, error) {
-	return nil, guard.ErrStoreUnavailable
+func (noBackstop) Do(context.Context, []store.Op) ([]store.OpResult, error) {
+	return nil, store.ErrStoreUnavailable
 }
-func (noBackstop) Begin([]guard.Op)                    {}
-func (noBackstop) End([]guard.Op)                      {}
-func (noBackstop) Mirror([]guard.Op, []guard.OpResult) {}
+func (noBackstop) Begin([]store.Op)                    {}
+func (noBackstop) End([]store.Op)                      {}
+func (noBackstop) Mirror([]store.Op, []store.OpResult) {}
 func (noBackstop) Forget(string, string)               {}

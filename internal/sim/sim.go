@@ -31,6 +31,7 @@ import (
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/otp"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/guard/token"
 )
 
@@ -44,7 +45,7 @@ type Options struct {
 	debug func(*engine)
 	// store, when set, is the store the day runs on, given its virtual
 	// clock (default memstore: see BenchmarkTheDayOnTheLuaLibrary)
-	store func(clock func() time.Time) guard.Store
+	store func(clock func() time.Time) store.Store
 }
 
 // Attack names, in report order.
@@ -201,11 +202,11 @@ func Run(ctx context.Context, name string, cfg config.Config, o Options) (*Resul
 	cfg.Network.TrustedProxies = nil
 	clock := func() time.Time { return e.now }
 	// Bounded well above what a day makes: nothing is forgotten.
-	var store guard.Store = memstore.NewSized(clock, 50_000_000)
+	var st store.Store = memstore.NewSized(clock, 50_000_000)
 	if o.store != nil {
-		store = o.store(clock)
+		st = o.store(clock)
 	}
-	g, err := guard.New(cfg.Engine(), store, guard.Options{Secret: secret, Backstop: noBackstop{}, Clock: clock, Networks: e.nets})
+	g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: secret, Backstop: noBackstop{}, Clock: clock, Networks: e.nets})
 	if err != nil {
 		return nil, err
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/config"
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/localredis"
 )
 
@@ -22,10 +22,10 @@ import (
 func BenchmarkTheDayOnTheLuaLibrary(b *testing.B) {
 	for _, c := range []struct {
 		name  string
-		store func(clock func() time.Time) guard.Store
+		store func(clock func() time.Time) store.Store
 	}{
 		{"memstore", nil},
-		{"lua-in-process", func(clock func() time.Time) guard.Store {
+		{"lua-in-process", func(clock func() time.Time) store.Store {
 			srv, err := localredis.Start()
 			if err != nil {
 				b.Fatal(err)

@@ -50,13 +50,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // Host is what the senders of a process are built on: the store the
 // pacers share, the Redis of the queue's ledger, the deployment secret,
 // and the settling of a send's receipt.
 type Host struct {
-	Store  guard.Store
+	Store  store.Store
 	Redis  redis.UniversalClient
 	Secret []byte
 	// Void settles a send's receipt as a void attempt: its units go back.

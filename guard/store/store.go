@@ -1,4 +1,4 @@
-package guard
+package store
 
 import (
 	"context"
@@ -203,3 +203,34 @@ type OpResult struct {
 // than the TTL's milliseconds. Only a window started within the slack
 // after a take is mistaken for its own: a unit given back early.
 const FixedWindowSlack = time.Second
+
+// Lockout is a progressive lockout: the first lasts Initial, each further
+// one of the same subject Factor times longer, up to Max. A subject's
+// lockout count is forgotten after Reset without a lockout.
+type Lockout struct {
+	Initial time.Duration `yaml:"initial"`
+	Factor  float64       `yaml:"factor"`
+	Max     time.Duration `yaml:"max"`
+	// Reset is how long the lockout count is remembered. Default 24h.
+	Reset time.Duration `yaml:"reset"`
+}
+
+// Algorithm names a rate-limiting algorithm.
+type Algorithm string
+
+// The algorithms (docs/contract.md §5).
+const (
+	FixedWindow   Algorithm = "fixed_window"
+	SlidingWindow Algorithm = "sliding_window"
+	TokenBucket   Algorithm = "token_bucket"
+	SlidingLog    Algorithm = "sliding_log"
+	Concurrency   Algorithm = "concurrency"
+	Distinct      Algorithm = "distinct"
+	Ratio         Algorithm = "ratio"
+	// Devices is not a rule's: the state of an account's device tokens
+	// (the DeviceCheck and Revoke ops).
+	Devices Algorithm = "devices"
+)
+
+// Algorithms lists every algorithm a rule may name.
+var Algorithms = []Algorithm{FixedWindow, SlidingWindow, TokenBucket, SlidingLog, Concurrency, Distinct, Ratio}
