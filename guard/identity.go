@@ -39,10 +39,10 @@ type Destination struct {
 // IsZero reports whether d holds no destination.
 func (d Destination) IsZero() bool { return d.Key == "" }
 
-// IPKey returns the network an address is counted by: IPv4 as /32, IPv6 as
+// ipKey returns the network an address is counted by: IPv4 as /32, IPv6 as
 // its first bits bits (64 for the ip dimension, 56 and 48 for ip/56 and
 // ip/48).
-func IPKey(a netip.Addr, bits int) string {
+func ipKey(a netip.Addr, bits int) string {
 	a = a.Unmap()
 	if a.Is4() {
 		return netip.PrefixFrom(a, 32).String()
@@ -51,11 +51,11 @@ func IPKey(a netip.Addr, bits int) string {
 	return p.String()
 }
 
-// NetKey returns the network an address is counted by for the network
+// netKey returns the network an address is counted by for the network
 // dimensions: an IPv4 address by its first v4 bits (24 for ip/24, 16 for
 // ip/16), an IPv6 one by its first v6 bits (48 and 32: the networks of a
 // site and of a provider).
-func NetKey(a netip.Addr, v4, v6 int) string {
+func netKey(a netip.Addr, v4, v6 int) string {
 	a = a.Unmap()
 	bits := v6
 	if a.Is4() {

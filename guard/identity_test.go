@@ -143,3 +143,25 @@ func (nopStore) Begin([]store.Op)                    {}
 func (nopStore) End([]store.Op)                      {}
 func (nopStore) Mirror([]store.Op, []store.OpResult) {}
 func (nopStore) Forget(string, string)               {}
+
+func TestIPKeys(t *testing.T) {
+	cases := []struct {
+		in   string
+		bits int
+		want string
+	}{
+		{"192.0.2.1", 64, "192.0.2.1/32"},
+		{"::ffff:192.0.2.1", 64, "192.0.2.1/32"}, // IPv4-mapped is IPv4
+		{"::ffff:c000:201", 64, "192.0.2.1/32"},
+		{"2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", 64, "2001:db8:1:2::/64"}, // same /64
+		{"2001:db8:1:2ff:3:4:5:6", 56, "2001:db8:1:200::/56"},
+		{"2001:db8:1:2ff:3:4:5:6", 48, "2001:db8:1::/48"},
+		{"192.0.2.1", 48, "192.0.2.1/32"},
+	}
+	for _, c := range cases {
+		if got := ipKey(netip.MustParseAddr(c.in), c.bits); got != c.want {
+			t.Errorf("ipKey(%s, %d) = %s; want %s", c.in, c.bits, got, c.want)
+		}
+	}
+}

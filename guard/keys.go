@@ -212,15 +212,15 @@ func (g *Guard) dimension(dim string, s Subject) (string, error) {
 	case "account":
 		return s.Account, nil
 	case "ip":
-		return IPKey(s.IP, g.ipv6Bits), nil
+		return ipKey(s.IP, g.ipv6Bits), nil
 	case "ip/56":
-		return IPKey(s.IP, 56), nil
+		return ipKey(s.IP, 56), nil
 	case "ip/48":
-		return IPKey(s.IP, 48), nil
+		return ipKey(s.IP, 48), nil
 	case "ip/24":
-		return NetKey(s.IP, 24, 48), nil
+		return netKey(s.IP, 24, 48), nil
 	case "ip/16":
-		return NetKey(s.IP, 16, 32), nil
+		return netKey(s.IP, 16, 32), nil
 	case "asn":
 		if s.ASN != 0 {
 			return "AS" + strconv.FormatUint(uint64(s.ASN), 10), nil
@@ -231,7 +231,7 @@ func (g *Guard) dimension(dim string, s Subject) (string, error) {
 			}
 		}
 		// an address the database does not know counts as its network
-		return NetKey(s.IP, 16, 48), nil
+		return netKey(s.IP, 16, 48), nil
 	case "device":
 		// one state per (account, trusted device); the untrusted share one
 		return DeviceAccount(s.Account) + "\x00" + s.device, nil

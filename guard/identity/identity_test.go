@@ -148,28 +148,11 @@ func TestParseAccount(t *testing.T) {
 	}
 }
 
-func TestIPKeys(t *testing.T) {
-	cases := []struct {
-		in   string
-		bits int
-		want string
-	}{
-		{"192.0.2.1", 64, "192.0.2.1/32"},
-		{"::ffff:192.0.2.1", 64, "192.0.2.1/32"}, // IPv4-mapped is IPv4
-		{"::ffff:c000:201", 64, "192.0.2.1/32"},
-		{"2001:db8:1:2:3:4:5:6", 64, "2001:db8:1:2::/64"},
-		{"2001:db8:1:2:ffff:ffff:ffff:ffff", 64, "2001:db8:1:2::/64"}, // same /64
-		{"2001:db8:1:2ff:3:4:5:6", 56, "2001:db8:1:200::/56"},
-		{"2001:db8:1:2ff:3:4:5:6", 48, "2001:db8:1::/48"},
-		{"192.0.2.1", 48, "192.0.2.1/32"},
-	}
-	for _, c := range cases {
-		a, err := ParseIP(c.in)
-		if err != nil {
-			t.Fatalf("ParseIP(%q): %v", c.in, err)
-		}
-		if got := guard.IPKey(a, c.bits); got != c.want {
-			t.Errorf("guard.IPKey(%s, %d) = %s; want %s", c.in, c.bits, got, c.want)
+func TestParseIP(t *testing.T) {
+	// The keys these addresses are counted by: guard's TestIPKeys.
+	for _, in := range []string{"192.0.2.1", "::ffff:192.0.2.1", "::ffff:c000:201", "2001:db8:1:2:3:4:5:6", "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2ff:3:4:5:6"} {
+		if _, err := ParseIP(in); err != nil {
+			t.Fatalf("ParseIP(%q): %v", in, err)
 		}
 	}
 	for _, bad := range []string{"", "1.2.3", "fe80::1%eth0", "example.com", "1.2.3.4:80"} {
