@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -54,5 +55,35 @@ func TestAStoreOutageAsksForTheProofOfASetItCannotSee(t *testing.T) {
 	d, err := g.Allow(context.Background(), loginAt("owner", "203.0.113.1"))
 	if err != nil || d.StoreError == nil || !d.Allowed || !d.Challenged || d.ChallengedBy != "stepup" {
 		t.Fatalf("with the store down: %+v, %v; want a challenge by stepup", d, err)
+	}
+}
+
+// TestASettleGivesBackToTheWindowOfItsTake: a take settled (given back)
+// after its window ended gives back nothing: the window it counted in
+// is over, and the current one, full of other takes, stays full (a
+// decision held until the next window must not erase a count there).
+func TestASettleGivesBackToTheWindowOfItsTake(t *testing.T) {
+	for _, alg := range []string{"fixed_window", "sliding_window"} {
+		t.Run(alg, func(t *testing.T) {
+			c, st := newFixedClock(t)
+			g := newGuardAt(t, st, c, "  - {name: per-destination, action: test, key: [destination], limit: 3, window: 10s, algorithm: "+alg+"}\n")
+			req := request(t, "settle@example.com", "192.0.2.1")
+			old := allow(t, g, req)
+			if !old.Allowed {
+				t.Fatalf("the first take: %+v", old)
+			}
+			c.advance(25 * time.Second) // its window, and the next, over
+			for i := range 3 {
+				if d := allow(t, g, req); !d.Allowed {
+					t.Fatalf("take %d of the new window: %+v", i, d)
+				}
+			}
+			if _, err := g.Settle(context.Background(), req, old, guard.Void); err != nil {
+				t.Fatal(err)
+			}
+			if d := allow(t, g, req); d.Allowed {
+				t.Errorf("the new window full, an old take given back: %+v, want denied", d)
+			}
+		})
 	}
 }
