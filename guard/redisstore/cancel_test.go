@@ -10,6 +10,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/redisstore"
 )
 
 // A client that hangs up is not a store that fails: a decision whose
@@ -85,5 +86,36 @@ func TestASettleGivesBackToTheWindowOfItsTake(t *testing.T) {
 				t.Errorf("the new window full, an old take given back: %+v, want denied", d)
 			}
 		})
+	}
+}
+
+// TestAClusterDenialGivesBackALeasesUnitsToo: on a cluster, a take that
+// one rule admitted with a lease's extra units, refused by another rule
+// on another node, gives back every unit it took, the lease's too: the
+// admitting rule's count is where it was.
+func TestAClusterDenialGivesBackALeasesUnitsToo(t *testing.T) {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	defer flush(t, rdb)
+	st := redisstore.New(rdb, redisstore.Options{})
+	ctx := context.Background()
+	leased := &guard.Spec{ID: "ls", Algorithm: guard.FixedWindow, Limit: 20, Window: time.Hour, Enforce: true}
+	full := &guard.Spec{ID: "fu", Algorithm: guard.FixedWindow, Limit: 30, Window: time.Hour, Enforce: true}
+	const a, b = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
+	for range 30 {
+		if _, err := st.Do(ctx, []guard.Op{{Kind: guard.Take, Spec: full, Tag: b, Cost: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := st.Do(ctx, []guard.Op{
+		{Kind: guard.Take, Spec: leased, Tag: a, Cost: 1, Extra: 4},
+		{Kind: guard.Take, Spec: full, Tag: b, Cost: 1},
+	})
+	if err != nil || res[1].Allowed {
+		t.Fatalf("a take the full rule refuses: %+v, %v", res, err)
+	}
+	peek, err := st.Do(ctx, []guard.Op{{Kind: guard.Peek, Spec: leased, Tag: a, Cost: 1}})
+	if err != nil || peek[0].Remaining != 20 {
+		t.Errorf("the admitting rule after the denial: %+v, %v, want all 20 left", peek, err)
 	}
 }
