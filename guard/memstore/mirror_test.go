@@ -255,3 +255,63 @@ func TestAValueSeenAgainIsRefreshedInTheMirror(t *testing.T) {
 		t.Errorf("the first sighting's window over: store %d remaining (want 1), backstop %d", l[0].Remaining, b[0].Remaining)
 	}
 }
+
+// TestAMirroredLockoutKeepsItsHistory: a lockout struck through another
+// process, told to the backstop by a take it refused, carries its history: a failure after it
+// ends and within its reset locks again at once, for the next duration,
+// in the backstop as in the store (an attacker meeting an outage after a
+// lockout gets no fresh budget).
+func TestAMirroredLockoutKeepsItsHistory(t *testing.T) {
+	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: 30 * time.Second}
+	spec := &guard.Spec{ID: "lk", Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Enforce: true, Lockout: lockout}
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
+	srv.SetTime(now)
+	lua := redisstore.New(srv.Client(), redisstore.Options{})
+	mem := memstore.New(func() time.Time { return now })
+	ctx := context.Background()
+	const tag = "AAAAAAAAAAAAAAAAAAAAAA"
+	op := func(kind guard.OpKind) []guard.Op {
+		return []guard.Op{{Kind: kind, Spec: spec, Tag: tag, Cost: 1}}
+	}
+	at := func(d time.Duration) {
+		srv.FastForward(d)
+		now = now.Add(d)
+		srv.SetTime(now)
+	}
+	// another process's takes and failure, never told
+	for range 3 {
+		if _, err := lua.Do(ctx, op(guard.Take)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := lua.Do(ctx, op(guard.Strike)); err != nil || !res[0].Locked {
+		t.Fatalf("a failure at the limit: %+v, %v, want locked", res, err)
+	}
+	// this process's take, refused by the lockout: told
+	at(time.Second)
+	take := op(guard.Take)
+	res, err := lua.Do(ctx, take)
+	if err != nil || !res[0].Locked {
+		t.Fatalf("a take while locked: %+v, %v, want locked", res, err)
+	}
+	mem.Mirror(take, res)
+	// the lockout over, within its reset: the next failure
+	at(2 * time.Second)
+	l, err := lua.Do(ctx, op(guard.Strike))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := mem.Do(ctx, op(guard.Strike))
+	if !l[0].Locked || l[0].RetryAfter != 4*time.Second {
+		t.Fatalf("the store: %+v, want locked for 4s", l[0])
+	}
+	if b[0].Locked != l[0].Locked || b[0].RetryAfter != l[0].RetryAfter {
+		t.Errorf("the next failure after a mirrored lockout:\n store    %+v\n backstop %+v", l[0], b[0])
+	}
+}

@@ -187,3 +187,29 @@ func TestLeases(t *testing.T) {
 		t.Errorf("admitted %d, want 80 to 100 (never over the limit)", got)
 	}
 }
+
+// TestADeniedTakeOfManyUnitsIsNotCached: a request for more units than
+// are left (AllowN) is refused, but a request for one that fits is not:
+// such a denial is not cached, and the next request of one unit is asked
+// of Redis and admitted.
+func TestADeniedTakeOfManyUnitsIsNotCached(t *testing.T) {
+	rdb := single.Client()
+	defer rdb.Close()
+	defer flush(t, rdb)
+	const rules = `
+  - {name: per-destination, action: test, key: [destination], limit: 3, window: 1m}
+`
+	g := guardWith(t, rdb, "{timeout: 10s, denyCache: {ttl: 5s, size: 100}}", rules)
+	req := request(t, "many@example.com", "192.0.2.1")
+	ctx := context.Background()
+	if d := allow(t, g, req); !d.Allowed {
+		t.Fatalf("the first: %+v", d)
+	}
+	d, err := g.AllowN(ctx, req, 5)
+	if err != nil || d.Allowed {
+		t.Fatalf("5 units with 2 left: %+v, %v, want denied", d, err)
+	}
+	if d := allow(t, g, req); !d.Allowed || d.Rules[0].Cached {
+		t.Errorf("one unit with 2 left, after a denial of 5: %+v, want admitted by Redis", d)
+	}
+}
