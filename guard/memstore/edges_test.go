@@ -354,14 +354,14 @@ func TestAFixedWindowKeptAliveByALockoutStartsAgainAtItsEnd(t *testing.T) {
 // weighted by the share of it the sliding window still covers; in both
 // stores.
 func TestAnElasticLimitCountsThePreviousWindowsVerifiedUnitsByWeight(t *testing.T) {
-	spec := &guard.Spec{ID: "el", Algorithm: guard.SlidingWindow, Limit: 2, Window: 10 * time.Second, Enforce: true, Elastic: 3}
-	bothStores(t, func(t *testing.T, st guard.Store, set func(time.Time)) {
+	spec := &store.Spec{ID: "el", Algorithm: store.SlidingWindow, Limit: 2, Window: 10 * time.Second, Enforce: true, Elastic: 3}
+	bothStores(t, func(t *testing.T, st store.Store, set func(time.Time)) {
 		ctx := context.Background()
 		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // a window's start
-		do := func(at time.Duration, kind guard.OpKind) guard.OpResult {
+		do := func(at time.Duration, kind store.OpKind) store.OpResult {
 			t.Helper()
 			set(t0.Add(at))
-			res, err := st.Do(ctx, []guard.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1}})
+			res, err := st.Do(ctx, []store.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -371,19 +371,19 @@ func TestAnElasticLimitCountsThePreviousWindowsVerifiedUnitsByWeight(t *testing.
 		// verified
 		for i := range 4 {
 			at := time.Duration(i) * time.Second
-			if r := do(at, guard.Take); !r.Allowed {
+			if r := do(at, store.Take); !r.Allowed {
 				t.Fatalf("take %d: %+v", i, r)
 			}
-			do(at, guard.Refund)
+			do(at, store.Refund)
 		}
 		// half-way through the next window: 4 × 1/2 verified units, a
 		// limit of max(2, 3 × 2) = 6, all of it left (a peek tells the
 		// room; the takes were given back)
-		if r := do(15*time.Second, guard.Peek); !r.Allowed || r.Remaining != 6 {
+		if r := do(15*time.Second, store.Peek); !r.Allowed || r.Remaining != 6 {
 			t.Errorf("half-way through the next window: %+v, want allowed, 6 remaining (a limit of 6)", r)
 		}
 		// three quarters through: 4 × 1/4, a limit of max(2, 3) = 3
-		if r := do(17500*time.Millisecond, guard.Peek); !r.Allowed || r.Remaining != 3 {
+		if r := do(17500*time.Millisecond, store.Peek); !r.Allowed || r.Remaining != 3 {
 			t.Errorf("three quarters through: %+v, want allowed, 3 remaining (a limit of 3)", r)
 		}
 	})

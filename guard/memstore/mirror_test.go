@@ -262,8 +262,8 @@ func TestAValueSeenAgainIsRefreshedInTheMirror(t *testing.T) {
 // in the backstop as in the store (an attacker meeting an outage after a
 // lockout gets no fresh budget).
 func TestAMirroredLockoutKeepsItsHistory(t *testing.T) {
-	lockout := &guard.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: 30 * time.Second}
-	spec := &guard.Spec{ID: "lk", Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Enforce: true, Lockout: lockout}
+	lockout := &store.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: 30 * time.Second}
+	spec := &store.Spec{ID: "lk", Algorithm: store.FixedWindow, Limit: 3, Window: time.Minute, Enforce: true, Lockout: lockout}
 	srv, err := localredis.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -276,8 +276,8 @@ func TestAMirroredLockoutKeepsItsHistory(t *testing.T) {
 	mem := memstore.New(func() time.Time { return now })
 	ctx := context.Background()
 	const tag = "AAAAAAAAAAAAAAAAAAAAAA"
-	op := func(kind guard.OpKind) []guard.Op {
-		return []guard.Op{{Kind: kind, Spec: spec, Tag: tag, Cost: 1}}
+	op := func(kind store.OpKind) []store.Op {
+		return []store.Op{{Kind: kind, Spec: spec, Tag: tag, Cost: 1}}
 	}
 	at := func(d time.Duration) {
 		srv.FastForward(d)
@@ -286,16 +286,16 @@ func TestAMirroredLockoutKeepsItsHistory(t *testing.T) {
 	}
 	// another process's takes and failure, never told
 	for range 3 {
-		if _, err := lua.Do(ctx, op(guard.Take)); err != nil {
+		if _, err := lua.Do(ctx, op(store.Take)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if res, err := lua.Do(ctx, op(guard.Strike)); err != nil || !res[0].Locked {
+	if res, err := lua.Do(ctx, op(store.Strike)); err != nil || !res[0].Locked {
 		t.Fatalf("a failure at the limit: %+v, %v, want locked", res, err)
 	}
 	// this process's take, refused by the lockout: told
 	at(time.Second)
-	take := op(guard.Take)
+	take := op(store.Take)
 	res, err := lua.Do(ctx, take)
 	if err != nil || !res[0].Locked {
 		t.Fatalf("a take while locked: %+v, %v, want locked", res, err)
@@ -303,11 +303,11 @@ func TestAMirroredLockoutKeepsItsHistory(t *testing.T) {
 	mem.Mirror(take, res)
 	// the lockout over, within its reset: the next failure
 	at(2 * time.Second)
-	l, err := lua.Do(ctx, op(guard.Strike))
+	l, err := lua.Do(ctx, op(store.Strike))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := mem.Do(ctx, op(guard.Strike))
+	b, _ := mem.Do(ctx, op(store.Strike))
 	if !l[0].Locked || l[0].RetryAfter != 4*time.Second {
 		t.Fatalf("the store: %+v, want locked for 4s", l[0])
 	}

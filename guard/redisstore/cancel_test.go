@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // A client that hangs up is not a store that fails: a decision whose
@@ -99,22 +100,22 @@ func TestAClusterDenialGivesBackALeasesUnitsToo(t *testing.T) {
 	defer flush(t, rdb)
 	st := redisstore.New(rdb, redisstore.Options{})
 	ctx := context.Background()
-	leased := &guard.Spec{ID: "ls", Algorithm: guard.FixedWindow, Limit: 20, Window: time.Hour, Enforce: true}
-	full := &guard.Spec{ID: "fu", Algorithm: guard.FixedWindow, Limit: 30, Window: time.Hour, Enforce: true}
+	leased := &store.Spec{ID: "ls", Algorithm: store.FixedWindow, Limit: 20, Window: time.Hour, Enforce: true}
+	full := &store.Spec{ID: "fu", Algorithm: store.FixedWindow, Limit: 30, Window: time.Hour, Enforce: true}
 	const a, b = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
 	for range 30 {
-		if _, err := st.Do(ctx, []guard.Op{{Kind: guard.Take, Spec: full, Tag: b, Cost: 1}}); err != nil {
+		if _, err := st.Do(ctx, []store.Op{{Kind: store.Take, Spec: full, Tag: b, Cost: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := st.Do(ctx, []guard.Op{
-		{Kind: guard.Take, Spec: leased, Tag: a, Cost: 1, Extra: 4},
-		{Kind: guard.Take, Spec: full, Tag: b, Cost: 1},
+	res, err := st.Do(ctx, []store.Op{
+		{Kind: store.Take, Spec: leased, Tag: a, Cost: 1, Extra: 4},
+		{Kind: store.Take, Spec: full, Tag: b, Cost: 1},
 	})
 	if err != nil || res[1].Allowed {
 		t.Fatalf("a take the full rule refuses: %+v, %v", res, err)
 	}
-	peek, err := st.Do(ctx, []guard.Op{{Kind: guard.Peek, Spec: leased, Tag: a, Cost: 1}})
+	peek, err := st.Do(ctx, []store.Op{{Kind: store.Peek, Spec: leased, Tag: a, Cost: 1}})
 	if err != nil || peek[0].Remaining != 20 {
 		t.Errorf("the admitting rule after the denial: %+v, %v, want all 20 left", peek, err)
 	}
