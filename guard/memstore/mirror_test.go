@@ -144,6 +144,37 @@ func TestALeaseTakesAQuarterOfWhatIsLeftAtMost(t *testing.T) {
 	}
 }
 
+// pair is the store (the library on an embedded Redis) and a backstop on
+// one clock: at sets both to d after t0.
+type pair struct {
+	lua *redisstore.Store
+	mem *memstore.Store
+	at  func(d time.Duration)
+}
+
+const pairTag = "AAAAAAAAAAAAAAAAAAAAAA"
+
+func newPair(t *testing.T) pair {
+	t.Helper()
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
+	srv.SetTime(now)
+	return pair{
+		lua: redisstore.New(srv.Client(), redisstore.Options{}),
+		mem: memstore.New(func() time.Time { return now }),
+		at: func(d time.Duration) {
+			srv.FastForward(t0.Add(d).Sub(now))
+			now = t0.Add(d)
+			srv.SetTime(now)
+		},
+	}
+}
+
 // TestAMirroredEntryEndsWhenItEndsInTheStore: a sliding log's entries and
 // a concurrency rule's holds, told to the backstop, end in it when they
 // end in the store: a log entry a window after it was taken (not after
@@ -157,23 +188,9 @@ func TestAMirroredEntryEndsWhenItEndsInTheStore(t *testing.T) {
 		{ID: "cc", Algorithm: store.Concurrency, Limit: 2, Window: w, Enforce: true},
 	} {
 		t.Run(string(spec.Algorithm), func(t *testing.T) {
-			srv, err := localredis.Start()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-			now := t0
-			srv.SetTime(now)
-			lua := redisstore.New(srv.Client(), redisstore.Options{})
-			mem := memstore.New(func() time.Time { return now })
+			p := newPair(t)
+			lua, mem, at, tag := p.lua, p.mem, p.at, pairTag
 			ctx := context.Background()
-			const tag = "AAAAAAAAAAAAAAAAAAAAAA"
-			at := func(d time.Duration) {
-				srv.FastForward(t0.Add(d).Sub(now))
-				now = t0.Add(d)
-				srv.SetTime(now)
-			}
 			take := func(member string, mirror bool) {
 				t.Helper()
 				batch := []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1, Member: member}}
@@ -217,23 +234,9 @@ func TestAMirroredEntryEndsWhenItEndsInTheStore(t *testing.T) {
 func TestAValueSeenAgainIsRefreshedInTheMirror(t *testing.T) {
 	w := 10 * time.Second
 	spec := &store.Spec{ID: "ds", Algorithm: store.Distinct, Limit: 3, Window: w, Enforce: true}
-	srv, err := localredis.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := t0
-	srv.SetTime(now)
-	lua := redisstore.New(srv.Client(), redisstore.Options{})
-	mem := memstore.New(func() time.Time { return now })
+	p := newPair(t)
+	lua, mem, at, tag := p.lua, p.mem, p.at, pairTag
 	ctx := context.Background()
-	const tag = "AAAAAAAAAAAAAAAAAAAAAA"
-	at := func(d time.Duration) {
-		srv.FastForward(t0.Add(d).Sub(now))
-		now = t0.Add(d)
-		srv.SetTime(now)
-	}
 	take := func(value string) {
 		t.Helper()
 		batch := []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1, Member: value}}
@@ -257,32 +260,19 @@ func TestAValueSeenAgainIsRefreshedInTheMirror(t *testing.T) {
 }
 
 // TestAMirroredLockoutKeepsItsHistory: a lockout struck through another
-// process, told to the backstop by a take it refused, carries its history: a failure after it
-// ends and within its reset locks again at once, for the next duration,
+// process, told to the backstop by a take it refused, carries its
+// history: a failure after it ends and within its reset locks again at
+// once, for the next duration,
 // in the backstop as in the store (an attacker meeting an outage after a
 // lockout gets no fresh budget).
 func TestAMirroredLockoutKeepsItsHistory(t *testing.T) {
 	lockout := &store.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: 30 * time.Second}
 	spec := &store.Spec{ID: "lk", Algorithm: store.FixedWindow, Limit: 3, Window: time.Minute, Enforce: true, Lockout: lockout}
-	srv, err := localredis.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := t0
-	srv.SetTime(now)
-	lua := redisstore.New(srv.Client(), redisstore.Options{})
-	mem := memstore.New(func() time.Time { return now })
+	p := newPair(t)
+	lua, mem, at := p.lua, p.mem, p.at
 	ctx := context.Background()
-	const tag = "AAAAAAAAAAAAAAAAAAAAAA"
 	op := func(kind store.OpKind) []store.Op {
-		return []store.Op{{Kind: kind, Spec: spec, Tag: tag, Cost: 1}}
-	}
-	at := func(d time.Duration) {
-		srv.FastForward(d)
-		now = now.Add(d)
-		srv.SetTime(now)
+		return []store.Op{{Kind: kind, Spec: spec, Tag: pairTag, Cost: 1}}
 	}
 	// another process's takes and failure, never told
 	for range 3 {
@@ -302,7 +292,7 @@ func TestAMirroredLockoutKeepsItsHistory(t *testing.T) {
 	}
 	mem.Mirror(take, res)
 	// the lockout over, within its reset: the next failure
-	at(2 * time.Second)
+	at(3 * time.Second)
 	l, err := lua.Do(ctx, op(store.Strike))
 	if err != nil {
 		t.Fatal(err)
