@@ -232,17 +232,7 @@ func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
 	lockout := &store.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: 30 * time.Second}
 	spec := &store.Spec{ID: "lk", Algorithm: store.SlidingLog, Limit: 3, Window: 10 * time.Second, Enforce: true, Lockout: lockout}
 	bothStores(t, func(t *testing.T, st store.Store, set func(time.Time)) {
-		ctx := context.Background()
-		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-		do := func(at time.Duration, kind store.OpKind) store.OpResult {
-			t.Helper()
-			set(t0.Add(at))
-			res, err := st.Do(ctx, []store.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1, Member: "m" + at.String()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res[0]
-		}
+		do := stepper(t, st, set, spec, true)
 		takes := func(at time.Duration, n int) {
 			t.Helper()
 			for i := range n {
@@ -278,17 +268,7 @@ func TestALockoutsHistoryEndsAtItsReset(t *testing.T) {
 	other := *spec
 	other.ID = "lk-limit"
 	bothStores(t, func(t *testing.T, st store.Store, set func(time.Time)) {
-		ctx := context.Background()
-		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-		do := func(at time.Duration, kind store.OpKind) store.OpResult {
-			t.Helper()
-			set(t0.Add(at))
-			res, err := st.Do(ctx, []store.Op{{Kind: kind, Spec: &other, Tag: edgeTag, Cost: 1, Member: "m" + at.String()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res[0]
-		}
+		do := stepper(t, st, set, &other, true)
 		for i := range 3 {
 			do(time.Duration(i)*time.Microsecond, store.Take)
 		}
@@ -317,17 +297,7 @@ func TestAFixedWindowKeptAliveByALockoutStartsAgainAtItsEnd(t *testing.T) {
 	lockout := &store.Lockout{Initial: 2 * time.Second, Factor: 2, Max: 16 * time.Second, Reset: time.Minute}
 	spec := &store.Spec{ID: "fwl", Algorithm: store.FixedWindow, Limit: 3, Window: 10 * time.Second, Enforce: true, Lockout: lockout}
 	bothStores(t, func(t *testing.T, st store.Store, set func(time.Time)) {
-		ctx := context.Background()
-		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-		do := func(at time.Duration, kind store.OpKind) store.OpResult {
-			t.Helper()
-			set(t0.Add(at))
-			res, err := st.Do(ctx, []store.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res[0]
-		}
+		do := stepper(t, st, set, spec, false)
 		for range 3 {
 			do(0, store.Take)
 		}
@@ -356,17 +326,7 @@ func TestAFixedWindowKeptAliveByALockoutStartsAgainAtItsEnd(t *testing.T) {
 func TestAnElasticLimitCountsThePreviousWindowsVerifiedUnitsByWeight(t *testing.T) {
 	spec := &store.Spec{ID: "el", Algorithm: store.SlidingWindow, Limit: 2, Window: 10 * time.Second, Enforce: true, Elastic: 3}
 	bothStores(t, func(t *testing.T, st store.Store, set func(time.Time)) {
-		ctx := context.Background()
-		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // a window's start
-		do := func(at time.Duration, kind store.OpKind) store.OpResult {
-			t.Helper()
-			set(t0.Add(at))
-			res, err := st.Do(ctx, []store.Op{{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res[0]
-		}
+		do := stepper(t, st, set, spec, false) // from a window's start
 		// four successes in the first window: each take given back as
 		// verified
 		for i := range 4 {
@@ -387,4 +347,24 @@ func TestAnElasticLimitCountsThePreviousWindowsVerifiedUnitsByWeight(t *testing.
 			t.Errorf("three quarters through: %+v, want allowed, 3 remaining (a limit of 3)", r)
 		}
 	})
+}
+
+// stepper returns do: the op of kind, of one unit, on spec's state for
+// edgeTag, at at after the walks' t0 (named for its instant when members
+// is set, for the log algorithms).
+func stepper(t *testing.T, st store.Store, set func(time.Time), spec *store.Spec, members bool) func(at time.Duration, kind store.OpKind) store.OpResult {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	return func(at time.Duration, kind store.OpKind) store.OpResult {
+		t.Helper()
+		set(t0.Add(at))
+		op := store.Op{Kind: kind, Spec: spec, Tag: edgeTag, Cost: 1}
+		if members {
+			op.Member = "m" + at.String()
+		}
+		res, err := st.Do(context.Background(), []store.Op{op})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
 }
