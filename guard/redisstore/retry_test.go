@@ -67,24 +67,32 @@ func retryOp() []store.Op {
 	return []store.Op{{Kind: store.Take, Spec: retrySpec, Tag: "AAAAAAAAAAAAAAAAAAAAAA", Cost: 1}}
 }
 
-// TestCallersMeetingAnEmptyServerLoadTheLibraryOnce: when a server that
-// had the library restarts empty, the callers that meet it together wait
-// for one load, not one each (a thousand containers' requests sending the
-// library over a pool too small for them all timed out on two cores).
-func TestCallersMeetingAnEmptyServerLoadTheLibraryOnce(t *testing.T) {
+// loaded returns a client of a redis-server of its own and a store that
+// has loaded the library there.
+func loaded(t *testing.T) (*redis.Client, *redisstore.Store) {
+	t.Helper()
 	srv, err := redistest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
 	rdb := srv.Client()
-	ctx := context.Background()
 	st := redisstore.New(rdb, redisstore.Options{})
-	if err := st.Preload(ctx); err != nil {
+	if err := st.Preload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return rdb, st
+}
+
+// TestCallersMeetingAnEmptyServerLoadTheLibraryOnce: when a server that
+// had the library restarts empty, the callers that meet it together wait
+// for one load, not one each (a thousand containers' requests sending the
+// library over a pool too small for them all timed out on two cores).
+func TestCallersMeetingAnEmptyServerLoadTheLibraryOnce(t *testing.T) {
+	rdb, st := loaded(t)
+	ctx := context.Background()
 	if !st.Functions() {
-		t.Skip("this redis-server has no functions")
+		t.Fatal("the test's redis-server runs no functions: nothing here would be tested")
 	}
 	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -153,20 +161,10 @@ func TestAScriptMissingOnANodeIsSentBySource(t *testing.T) {
 func TestACallThatNeverRunsIsSentFourTimesAtMost(t *testing.T) {
 	for _, answer := range []string{"NOSCRIPT No matching script", "ERR Function not found", "OTPGUARD_NOCLOCK pass the time"} {
 		t.Run(answer, func(t *testing.T) {
-			srv, err := redistest.Start()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(srv.Close)
-			rdb := srv.Client()
-			ctx := context.Background()
-			st := redisstore.New(rdb, redisstore.Options{})
-			if err := st.Preload(ctx); err != nil {
-				t.Fatal(err)
-			}
+			rdb, st := loaded(t)
 			h := &libHook{answer: answer}
 			rdb.AddHook(h)
-			_, err = st.Do(ctx, retryOp())
+			_, err := st.Do(context.Background(), retryOp())
 			if !errors.Is(err, store.ErrStoreUnavailable) {
 				t.Errorf("a call never run: %v, want a store error", err)
 			}
