@@ -49,14 +49,14 @@ func newDevices(secret []byte, ttl time.Duration) devices {
 	return devices{key: m.Sum(nil), ttl: ttl, spec: &store.Spec{ID: "dv", Algorithm: store.Devices, Window: ttl}}
 }
 
-// DeviceAccount is the form of an account a device token is bound to:
+// deviceAccount is the form of an account a device token is bound to:
 // trimmed and lower-cased, so that the address a code was approved for
 // and the username a login gives name the same account.
-func DeviceAccount(account string) string { return strings.ToLower(strings.TrimSpace(account)) }
+func deviceAccount(account string) string { return strings.ToLower(strings.TrimSpace(account)) }
 
 func (d devices) mac(account string, payload []byte) []byte {
 	m := hmac.New(sha256.New, d.key)
-	m.Write([]byte(DeviceAccount(account)))
+	m.Write([]byte(deviceAccount(account)))
 	m.Write([]byte{0})
 	m.Write(payload)
 	return m.Sum(nil)[:deviceMACLen]
@@ -64,11 +64,14 @@ func (d devices) mac(account string, payload []byte) []byte {
 
 // DeviceToken returns a device token for account, issued at at (the
 // store's time: a Decision's At; zero: the store's time as last seen,
-// through Options.StoreClock). device is the id of the device token the
-// client presented, to keep (a login from a known device renews its
-// token); "" draws a new one.
-func (g *Guard) DeviceToken(account, device string, at time.Time) (string, error) {
-	if DeviceAccount(account) == "" {
+// through Options.StoreClock). presented is the device token the client
+// presented: when it was made for account, the new token keeps its
+// device id (a login from a known device renews its token); any other
+// token (none, forged, malformed, another account's) draws a new id.
+// Whether presented has expired or was revoked does not matter here: only
+// a decision trusts a device.
+func (g *Guard) DeviceToken(account, presented string, at time.Time) (string, error) {
+	if deviceAccount(account) == "" {
 		return "", fmt.Errorf("%w: a device token needs an account", ErrInvalidInput)
 	}
 	if at.IsZero() {
@@ -77,15 +80,10 @@ func (g *Guard) DeviceToken(account, device string, at time.Time) (string, error
 			at = g.storeClk.Now()
 		}
 	}
-	var id []byte
-	if device != "" {
-		b, err := base64.RawURLEncoding.DecodeString(device)
-		if err != nil || len(b) != deviceIDLen {
-			return "", fmt.Errorf("%w: not a device id", ErrInvalidInput)
-		}
-		id = b
+	id := make([]byte, deviceIDLen)
+	if kept, _, ok := g.devices.verify(presented, account); ok {
+		id, _ = base64.RawURLEncoding.DecodeString(kept) // verify's: deviceIDLen bytes
 	} else {
-		id = make([]byte, deviceIDLen)
 		_, _ = rand.Read(id)
 	}
 	raw := make([]byte, 0, deviceRawLen)
@@ -96,20 +94,9 @@ func (g *Guard) DeviceToken(account, device string, at time.Time) (string, error
 	return base64.RawURLEncoding.EncodeToString(raw), nil
 }
 
-// DeviceID returns the device id of a token made for account, or "" for
-// any other token (forged, malformed, another account's). It says nothing
-// of expiry or revocation: only a decision does.
-func (g *Guard) DeviceID(token, account string) string {
-	id, _, ok := g.devices.verify(token, account)
-	if !ok {
-		return ""
-	}
-	return id
-}
-
 // verify checks a token's MAC for account: its device id and issue time.
 func (d devices) verify(token, account string) (id string, issued time.Time, ok bool) {
-	if token == "" || len(token) > 2*deviceRawLen || DeviceAccount(account) == "" {
+	if token == "" || len(token) > 2*deviceRawLen || deviceAccount(account) == "" {
 		return "", time.Time{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(token)
@@ -129,13 +116,13 @@ func (d devices) verify(token, account string) (id string, issued time.Time, ok 
 
 // deviceTag is the tag of an account's device state.
 func (g *Guard) deviceTag(account string) string {
-	return g.hashValues([]string{"devices"}, []string{DeviceAccount(account)})
+	return g.hashValues([]string{"devices"}, []string{deviceAccount(account)})
 }
 
 // RevokeDevices revokes every device token issued for account until now
 // (the store's clock): its devices are untrusted until they log in again.
 func (g *Guard) RevokeDevices(ctx context.Context, account string) error {
-	if DeviceAccount(account) == "" {
+	if deviceAccount(account) == "" {
 		return fmt.Errorf("%w: an account is required", ErrInvalidInput)
 	}
 	op := store.Op{Kind: store.Revoke, Spec: g.devices.spec, Tag: g.deviceTag(account), Cost: 1}

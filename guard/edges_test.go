@@ -110,22 +110,39 @@ func TestAnASNIsItsNetworkWhereverItIsNamed(t *testing.T) {
 	}
 }
 
-// TestRulesListsWhatMayApply: the rules a request may meet, by action
-// and attributes; with a device token, those of both device values.
-func TestRulesListsWhatMayApply(t *testing.T) {
+// TestADecisionMeetsTheRulesOfItsActionAndDevice: a decision applies the
+// rules of its action whose attributes it matches: an untrusted device's
+// (none, or a token of no use) or a trusted one's; Actions lists the
+// actions.
+func TestADecisionMeetsTheRulesOfItsActionAndDevice(t *testing.T) {
 	g := newGuard(t, `rules:
   - {name: any, action: login, key: [account], limit: 5, window: 1h, onStoreError: deny}
   - {name: strangers, action: login, key: [account], limit: 5, window: 1h, when: {device: untrusted}, onStoreError: deny}
   - {name: known, action: login, key: [account], limit: 5, window: 1h, when: {device: trusted}, onStoreError: deny}
   - {name: sends, action: otp.send, key: [destination], limit: 5, window: 1h}
 `, memstore.New(time.Now), guard.Options{Secret: []byte("a test secret of 32 bytes, padded")})
-	if got := g.Rules(guard.Request{Action: "login"}); !slices.Equal(got, []string{"any", "strangers"}) {
-		t.Errorf("without a device token: %v", got)
+	ctx := context.Background()
+	tok, err := g.DeviceToken("ann", "", time.Time{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := g.Rules(guard.Request{Action: "login", Device: "a token"}); !slices.Equal(got, []string{"any", "strangers", "known"}) {
-		t.Errorf("with a device token: %v", got)
+	for _, c := range []struct {
+		device string
+		want   []string
+	}{{"", []string{"any", "strangers"}}, {"a token", []string{"any", "strangers"}}, {tok, []string{"any", "known"}}} {
+		d, err := g.Allow(ctx, guard.Request{Action: "login", Device: c.device, Subject: guard.Subject{Account: "ann"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range d.Rules {
+			got = append(got, r.Rule)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("device %q: rules %v, want %v", c.device, got, c.want)
+		}
 	}
-	if !g.HasAction("otp.send") || g.HasAction("otp.verify") || !slices.Equal(g.Actions(), []string{"login", "otp.send"}) {
+	if !slices.Equal(g.Actions(), []string{"login", "otp.send"}) {
 		t.Errorf("actions %v", g.Actions())
 	}
 }
@@ -271,7 +288,7 @@ func TestWhatTheBackstopDecidedIsSettledInTheBackstop(t *testing.T) {
 func trustedGuard(t *testing.T, rules string) (*guard.Guard, string) {
 	t.Helper()
 	g := newGuard(t, "rules:\n"+rules, memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
-	tok, err := g.DeviceToken("ann", g.DeviceID("", "ann"), time.Time{})
+	tok, err := g.DeviceToken("ann", "", time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/config"
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // FuzzParseEmail: whatever is accepted re-parses to the same key and
@@ -22,7 +22,7 @@ func FuzzParseEmail(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !utf8.ValidString(d.Key) || d.Key != strings.ToLower(d.Key) || d.Channel != guard.Email {
+		if !utf8.ValidString(d.Key) || d.Key != strings.ToLower(d.Key) || d.Channel != message.Email {
 			t.Fatalf("%q: key %q", s, d.Key)
 		}
 		again, err := identity.ParseEmail(d.Address)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -105,8 +106,11 @@ type Result struct {
 	ResetAfter time.Duration
 	// RetryAfter is, when the rule denies, how long until it would allow.
 	RetryAfter time.Duration
-	// Locked reports that a lockout denies.
-	Locked bool
+	// Locked reports that a lockout denies; LockedUntil is then the
+	// store's time when it ends: the same instant for every request that
+	// meets that lockout (it names the lockout).
+	Locked      bool
+	LockedUntil time.Time
 	// Challenged reports that a rule in mode challenge would have denied:
 	// the request is asked for a proof. What the rule would take waits
 	// for it ([Guard.Prove], or a Success); a failure-counting rule
@@ -130,16 +134,6 @@ type Result struct {
 	tag    string    // the subject's tag the rule was applied to
 	member string    // the entry a set algorithm added
 	at     time.Time // the store's clock (its node's) when it applied the rule: what a refund names
-}
-
-// LockedUntil is, for a result that reports a lockout, the store's time
-// when it ends: the same instant for every request that meets that
-// lockout (it names the lockout). Zero when not locked.
-func (r Result) LockedUntil() time.Time {
-	if !r.Locked || r.at.IsZero() {
-		return time.Time{}
-	}
-	return r.at.Add(r.RetryAfter)
 }
 
 // Decision is the answer to [Guard.Allow].
@@ -185,7 +179,7 @@ type Options struct {
 	// StoreClock, when set, learns the store's time from its answers;
 	// give the Backstop its Now (memstore.New(clock.Now)) so that both
 	// count in the same time.
-	StoreClock *StoreClock
+	StoreClock *store.Clock
 	// Unblocked, when set, is told the states an Unblock cleared, so that
 	// other processes forget their copies of them (see [Guard.Forget]).
 	Unblocked func(ctx context.Context, states []State)
@@ -214,6 +208,7 @@ type Guard struct {
 	timeout   time.Duration
 	ipv6Bits  int
 	byAction  map[string][]*rule
+	actions   []string // byAction's keys, sorted
 	byName    map[string]*rule
 	all       []*rule
 	clock     func() time.Time
@@ -221,7 +216,7 @@ type Guard struct {
 	global    string    // the tag of the global dimension, hashed once
 	cache     *denyCache
 	leases    *leases
-	storeClk  *StoreClock
+	storeClk  *store.Clock
 	unblocked func(ctx context.Context, states []State)
 	networks  Networks
 	devices   devices
@@ -287,6 +282,7 @@ func New(cfg Config, st store.Store, opts Options) (*Guard, error) {
 		g.byName[r.Name] = cr
 		g.all = append(g.all, cr)
 	}
+	g.actions = slices.Sorted(maps.Keys(g.byAction))
 	g.global = g.hashValues([]string{"global"}, []string{""})
 	return g, nil
 }
@@ -347,25 +343,5 @@ func packing(rules []Rule) map[string]time.Duration {
 	return ttl
 }
 
-// HasAction reports whether a rule has action.
-func (g *Guard) HasAction(action string) bool { return len(g.byAction[action]) > 0 }
-
 // Actions lists the actions rules apply to, sorted.
-func (g *Guard) Actions() []string {
-	var out []string
-	for a := range g.byAction {
-		out = append(out, a)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// Rules returns the names of the rules that may apply to req (with a
-// device token, those of both device values).
-func (g *Guard) Rules(req Request) []string {
-	var names []string
-	for _, r := range g.match(req, req.Device != "") {
-		names = append(names, r.Name)
-	}
-	return names
-}
+func (g *Guard) Actions() []string { return slices.Clone(g.actions) }

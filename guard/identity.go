@@ -3,25 +3,18 @@ package guard
 import (
 	"errors"
 	"net/netip"
+
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // ErrInvalidInput is wrapped by every error about a malformed identifier,
 // so callers can answer 400 without string matching.
 var ErrInvalidInput = errors.New("invalid input")
 
-// Channel is how a code reaches its destination.
-type Channel string
-
-// The channels.
-const (
-	Email Channel = "email"
-	SMS   Channel = "sms"
-)
-
 // Destination is a normalized email address or phone number (guard/identity
 // reads them).
 type Destination struct {
-	Channel Channel
+	Channel message.Channel
 	// Address is where messages go: an email as typed with its domain
 	// normalized, or a phone number in E.164.
 	Address string

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/store"
 )
 
@@ -24,7 +25,7 @@ func TestSubjectHashFoldsVariants(t *testing.T) {
 	r := g.byAction["otp.send"][0]
 	tag := func(key string) string {
 		t.Helper()
-		tags, err := g.tags([]*rule{r}, Subject{Destination: Destination{Channel: Email, Address: key, Key: key}})
+		tags, err := g.tags([]*rule{r}, Subject{Destination: Destination{Channel: message.Email, Address: key, Key: key}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func TestSubjectHashFoldsVariants(t *testing.T) {
 func TestTagsAreKeyedAnd128Bits(t *testing.T) {
 	a, _ := New(testConfig(), nil, Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}})
 	b, _ := New(testConfig(), nil, Options{Secret: []byte("0123456789abcdeF"), Backstop: nopStore{}})
-	d := Destination{Channel: SMS, Address: "+12015550123", Key: "+12015550123", Country: "US", Prefix: "+1201555", Type: "fixed_line_or_mobile"}
+	d := Destination{Channel: message.SMS, Address: "+12015550123", Key: "+12015550123", Country: "US", Prefix: "+1201555", Type: "fixed_line_or_mobile"}
 	s := Subject{Destination: d, IP: netip.MustParseAddr("192.0.2.1"), Account: "victim"}
 	for _, r := range a.all {
 		if slices.Contains(r.Key, "global") {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -67,6 +68,9 @@ func (r *rule) result(o store.OpResult, member string) Result {
 	res.Remaining = max(res.Remaining, 0)
 	if res.Allowed || res.Challenged {
 		res.RetryAfter = 0
+	}
+	if res.Locked && !o.Now.IsZero() {
+		res.LockedUntil = o.Now.Add(res.RetryAfter)
 	}
 	return res
 }
@@ -234,7 +238,7 @@ func (g *Guard) dimension(dim string, s Subject) (string, error) {
 		return netKey(s.IP, 16, 48), nil
 	case "device":
 		// one state per (account, trusted device); the untrusted share one
-		return DeviceAccount(s.Account) + "\x00" + s.device, nil
+		return deviceAccount(s.Account) + "\x00" + s.device, nil
 	}
 	return "", nil // global
 }
@@ -256,4 +260,17 @@ func newID() string {
 func (g *Guard) Value(dim string, s Subject) string {
 	v, _ := g.dimension(dim, s)
 	return v
+}
+
+// Fingerprint names a subject in logs and metrics without revealing it:
+// 72 bits of a keyed hash (the deployment secret) of the dimension and
+// value, base64url: the same subject always has the same fingerprint, so
+// its decisions can be followed through the logs.
+func (g *Guard) Fingerprint(dimension, value string) string {
+	if value == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, g.secret)
+	m.Write([]byte("log\x00" + dimension + "\x00" + value))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:9])
 }

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -191,24 +190,4 @@ func (l *leases) clear() {
 	l.mu.Lock()
 	clear(l.m)
 	l.mu.Unlock()
-}
-
-// StoreClock is the store's time as this process last learnt it (every
-// store answer carries it), advanced by the process's clock since: the
-// in-process backstop counts in it, so that its windows and lockouts
-// agree with the store's however the container's clock is set.
-type StoreClock struct {
-	offset atomic.Int64 // store time minus process time, ns
-}
-
-// Now is the store's time, estimated.
-func (c *StoreClock) Now() time.Time {
-	return time.Now().Add(time.Duration(c.offset.Load()))
-}
-
-// observe notes a time the store answered.
-func (c *StoreClock) observe(t time.Time) {
-	if !t.IsZero() {
-		c.offset.Store(int64(time.Until(t)))
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // TestAReceiptSettlesEveryRuleItTook: a receipt, settled
@@ -121,7 +122,7 @@ func TestAVoidReceiptGivesBackEveryUnitOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	dest, err := identity.ParseDestination(guard.Email, "ann@example.com", identity.PhonePolicy{})
+	dest, err := identity.ParseDestination(message.Email, "ann@example.com", identity.PhonePolicy{})
 	if err != nil {
 		t.Fatal(err)
 	}

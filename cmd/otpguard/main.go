@@ -48,8 +48,8 @@ import (
 
 	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/events"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/outbox"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/guard/token"
@@ -201,19 +201,19 @@ func openRedis(getenv func(string) string, log *slog.Logger) (rdb redis.Universa
 // deliverySenders is how codes go out to box, by DELIVERY_MODE: through
 // an in-process queue (of at most DELIVERY_QUEUE_MAX_DEPTH messages),
 // closed when ctx is, or directly in the request.
-func deliverySenders(ctx context.Context, getenv func(string) string, box io.Writer) (func(queue.Host) (api.Sender, error), error) {
+func deliverySenders(ctx context.Context, getenv func(string) string, box io.Writer) (func(queue.Host) (message.Sender, error), error) {
 	var maxDepth int64 // 0: the queue's default
 	if v := getenv("DELIVERY_QUEUE_MAX_DEPTH"); v != "" {
 		if _, err := fmt.Sscan(v, &maxDepth); err != nil || maxDepth < 1 {
 			return nil, fmt.Errorf("DELIVERY_QUEUE_MAX_DEPTH: want a whole number ≥ 1, got %q", v)
 		}
 	}
-	var senders func(queue.Host) (api.Sender, error)
+	var senders func(queue.Host) (message.Sender, error)
 	switch mode := getenv("DELIVERY_MODE"); mode {
 	case "direct":
-		senders = func(queue.Host) (api.Sender, error) { return outbox.New(box, nil), nil }
+		senders = func(queue.Host) (message.Sender, error) { return outbox.New(box, nil), nil }
 	case "", "queue":
-		senders = func(h queue.Host) (api.Sender, error) {
+		senders = func(h queue.Host) (message.Sender, error) {
 			q, local, err := queue.InProcess(h, outbox.New(box, nil), 8, queue.Options{MaxDepth: maxDepth})
 			if err != nil {
 				return nil, err

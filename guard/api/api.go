@@ -32,23 +32,17 @@ import (
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/token"
 )
-
-// Sender delivers a rendered message. It wraps guard.ErrUndeliverable or
-// guard.ErrDeliveryUnavailable so the API can answer clearly, and never
-// puts the code in an error.
-type Sender interface {
-	Send(ctx context.Context, m guard.Message) error
-}
 
 // Queuer is a Sender that queues (DeliveryMode queue): a nil error from
 // Send means the message waits its turn; Backlog estimates how long a
 // message of the channel waits behind the others (0: none ahead).
 type Queuer interface {
-	Sender
-	Backlog(ctx context.Context, ch guard.Channel) time.Duration
+	message.Sender
+	Backlog(ctx context.Context, ch message.Channel) time.Duration
 }
 
 // Authenticator checks credentials and creates accounts for /v1/login and
@@ -131,7 +125,7 @@ type Deps struct {
 	// 503 not_ready, the JWKS 404, before anything is consumed.
 	Tokens *token.Signer
 	// Sender delivers codes; nil in the functions that send nothing.
-	Sender Sender
+	Sender message.Sender
 	// Auth fronts login and signup; nil answers them 503.
 	Auth Authenticator
 	// Admin reports whether a request may use the internal routes (a

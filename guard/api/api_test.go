@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 func TestDecodeBytes(t *testing.T) {
@@ -139,10 +140,10 @@ func TestClientIP(t *testing.T) {
 
 func TestMask(t *testing.T) {
 	for d, want := range map[guard.Destination]string{
-		{Channel: guard.Email, Address: "ann@example.com"}: "a***@example.com",
-		{Channel: guard.Email, Address: "a@example.com"}:   "a***@example.com",
-		{Channel: guard.SMS, Address: "+14155550123"}:      "+1********23",
-		{Channel: guard.SMS, Address: "+4477"}:             "*****",
+		{Channel: message.Email, Address: "ann@example.com"}: "a***@example.com",
+		{Channel: message.Email, Address: "a@example.com"}:   "a***@example.com",
+		{Channel: message.SMS, Address: "+14155550123"}:      "+1********23",
+		{Channel: message.SMS, Address: "+4477"}:             "*****",
 	} {
 		if got := mask(d); got != want {
 			t.Errorf("mask(%s) = %q, want %q", d.Address, got, want)

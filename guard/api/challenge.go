@@ -11,12 +11,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/proof"
 )
@@ -160,7 +162,7 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 	// Step-up codes go only where a right password was given, and at
 	// most as often as the login.stepup rules say (a holder of the
 	// password must not fill the owner's mailbox).
-	if s.Guard.HasAction("login.stepup") {
+	if slices.Contains(s.Guard.Actions(), "login.stepup") {
 		sreq := guard.Request{Action: "login.stepup", Subject: guard.Subject{Account: account, IP: req.Subject.IP}, Partial: true}
 		if _, p := s.decide(ctx, sreq); p != nil {
 			s.settle(ctx, req, d, guard.Held)
@@ -182,7 +184,7 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 	s.delivered(ctx, dest)
 	rec.outcome = "challenged"
 	name := "EMAIL_OTP"
-	if dest.Channel == guard.SMS {
+	if dest.Channel == message.SMS {
 		name = "SMS_OTP"
 	}
 	writeJSON(w, http.StatusOK, challengeResponse{Status: "challenge", ChallengeName: name, Session: session, To: mask(dest)})
@@ -195,7 +197,7 @@ func (s *Server) sendStepUp(ctx context.Context, dest guard.Destination, d guard
 	session := newSession()
 	key, purpose := s.sessionKey(session)
 	code, err := s.Codes.Issue(ctx, dest, purpose, "")
-	var msg guard.Message
+	var msg message.Message
 	if err == nil {
 		msg, err = s.message(dest, "login", "", code)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/templates"
 )
 
@@ -81,7 +82,7 @@ type CognitoMessage struct {
 	// ResendCode, ForgotPassword, Authentication, UpdateUserAttribute,
 	// VerifyUserAttribute, AdminCreateUser, AccountTakeOverNotification.
 	Source  string
-	Channel guard.Channel
+	Channel message.Channel
 	// To is the userAttributes' email or phone_number.
 	To string
 	// Code is the decrypted code (AdminCreateUser: the temporary
@@ -149,18 +150,18 @@ func (s *Server) receiptKey(dest guard.Destination, purpose string) string {
 // cognitoMessage renders a trigger's message: the code's template, or
 // for an invitation (AdminCreateUser) the user name and temporary
 // password, or the account-takeover notification.
-func (s *Server) cognitoMessage(dest guard.Destination, purpose string, m CognitoMessage) (guard.Message, error) {
+func (s *Server) cognitoMessage(dest guard.Destination, purpose string, m CognitoMessage) (message.Message, error) {
 	switch m.Source {
 	case "AdminCreateUser":
 		text := fmt.Sprintf("Your username is %s and your temporary password is %s", m.Username, m.Code)
-		return guard.Message{
+		return message.Message{
 			Channel: dest.Channel, To: dest.Address, Purpose: purpose, Locale: templates.Default, Code: m.Code,
 			Subject: "Your temporary password", Text: text,
 			HTML: "<p>" + html.EscapeString(text) + "</p>",
 		}, nil
 	case "AccountTakeOverNotification":
 		text := "We noticed a risky sign-in to your account. If it was not you, change your password."
-		return guard.Message{
+		return message.Message{
 			Channel: dest.Channel, To: dest.Address, Locale: templates.Default,
 			Subject: "A sign-in to your account", Text: text, HTML: "<p>" + text + "</p>",
 		}, nil
@@ -174,16 +175,16 @@ func (s *Server) cognitoMessage(dest guard.Destination, purpose string, m Cognit
 func (s *Server) CognitoSignUp(ctx context.Context, sub TriggerSubject, email, phone string) error {
 	rec := newRecord("signup")
 	defer s.logDecision(ctx, rec)
-	ch, to := guard.Email, email
+	ch, to := message.Email, email
 	if email == "" {
-		ch, to = guard.SMS, phone
+		ch, to = message.SMS, phone
 	}
 	req := guard.Request{Action: "signup", Attributes: map[string]string{"channel": string(ch)}, Partial: true}
 	if to != "" {
 		dest, err := identity.ParseDestination(ch, to, s.policy)
 		if err != nil {
 			rec.outcome = "invalid_request"
-			return &Denied{Message: "This " + map[guard.Channel]string{guard.Email: "email address", guard.SMS: "phone number"}[ch] + " cannot be used.", Rule: "destination: " + reason(err)}
+			return &Denied{Message: "This " + map[message.Channel]string{message.Email: "email address", message.SMS: "phone number"}[ch] + " cannot be used.", Rule: "destination: " + reason(err)}
 		}
 		req.Subject.Destination = dest
 		rec.subject = s.Guard.Fingerprint("destination", dest.Key)
@@ -286,7 +287,7 @@ func (s *Server) CognitoConfirmed(ctx context.Context, reset bool, email, phone 
 		purpose = "reset"
 	}
 	var errs []error
-	for ch, to := range map[guard.Channel]string{guard.Email: email, guard.SMS: phone} {
+	for ch, to := range map[message.Channel]string{message.Email: email, message.SMS: phone} {
 		if to == "" {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // CognitoSend applies the otp.send rules to a message of a custom sender
@@ -55,7 +56,7 @@ func (s *Server) CognitoSend(ctx context.Context, m CognitoMessage) error {
 	}
 	if err != nil {
 		rec.outcome = "delivery_unavailable"
-		if purpose != "" && !errors.Is(err, guard.ErrUndeliverable) {
+		if purpose != "" && !errors.Is(err, message.ErrUndeliverable) {
 			s.settle(ctx, req, rec.decision, guard.Void)
 		}
 		return fmt.Errorf("api: send the %s message: %w", dest.Channel, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 )
@@ -41,7 +42,7 @@ var ip = netip.MustParseAddr("203.0.113.9")
 func TestCognitoSendAppliesTheSendRules(t *testing.T) {
 	s, _, out := cognitoServer(t, "  - {name: per-dest, action: otp.send, key: [destination], limit: 1, window: 1h}\n")
 	ctx := context.Background()
-	msg := api.CognitoMessage{TriggerSubject: api.TriggerSubject{Account: "ann", IP: ip}, Source: "SignUp", Channel: guard.Email, To: "ann@example.com", Code: "123456"}
+	msg := api.CognitoMessage{TriggerSubject: api.TriggerSubject{Account: "ann", IP: ip}, Source: "SignUp", Channel: message.Email, To: "ann@example.com", Code: "123456"}
 	if err := s.CognitoSend(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -61,22 +62,22 @@ func TestCognitoSendAppliesTheSendRules(t *testing.T) {
 	msg.Source = "ForgotPassword"
 	denied(t, s.CognitoSend(ctx, msg))
 
-	if err := s.CognitoSend(ctx, api.CognitoMessage{Source: "Nonsense", Channel: guard.Email, To: "ann@example.com"}); err == nil || errors.As(err, new(*api.Denied)) {
+	if err := s.CognitoSend(ctx, api.CognitoMessage{Source: "Nonsense", Channel: message.Email, To: "ann@example.com"}); err == nil || errors.As(err, new(*api.Denied)) {
 		t.Errorf("an unknown source is an error, not a denial: %v", err)
 	}
-	d = denied(t, s.CognitoSend(ctx, api.CognitoMessage{Source: "SignUp", Channel: guard.SMS, To: "12", Code: "123456"}))
+	d = denied(t, s.CognitoSend(ctx, api.CognitoMessage{Source: "SignUp", Channel: message.SMS, To: "12", Code: "123456"}))
 	if d.Message != "This destination cannot receive messages." || !strings.HasPrefix(d.Rule, "destination: ") {
 		t.Errorf("a destination that cannot receive: %+v", d)
 	}
 	for range 3 {
-		if err := s.CognitoSend(ctx, api.CognitoMessage{Source: "AccountTakeOverNotification", Channel: guard.Email, To: "ann@example.com"}); err != nil {
+		if err := s.CognitoSend(ctx, api.CognitoMessage{Source: "AccountTakeOverNotification", Channel: message.Email, To: "ann@example.com"}); err != nil {
 			t.Fatalf("the takeover notice: %v", err)
 		}
 	}
 	if m := out.last(t); m.Purpose != "" || m.Slot != "" || m.Receipt != "" || m.Subject != "A sign-in to your account" {
 		t.Errorf("the takeover notice: %+v", m)
 	}
-	if err := s.CognitoSend(ctx, api.CognitoMessage{Source: "AdminCreateUser", Channel: guard.Email, To: "bob@example.com", Code: "Temp&1", Username: "<b>bob</b>"}); err != nil {
+	if err := s.CognitoSend(ctx, api.CognitoMessage{Source: "AdminCreateUser", Channel: message.Email, To: "bob@example.com", Code: "Temp&1", Username: "<b>bob</b>"}); err != nil {
 		t.Fatal(err)
 	}
 	if m := out.last(t); m.Text != "Your username is <b>bob</b> and your temporary password is Temp&1" ||
@@ -139,7 +140,7 @@ func TestCognitoConfirmedGivesTheCodesBack(t *testing.T) {
 	s, _, _ := cognitoServer(t, "  - {name: unverified, action: otp.send, key: [destination], count: failures, limit: 2, window: 24h}\n")
 	ctx := context.Background()
 	send := func(source string) error {
-		return s.CognitoSend(ctx, api.CognitoMessage{Source: source, Channel: guard.Email, To: "ann@example.com", Code: "123456"})
+		return s.CognitoSend(ctx, api.CognitoMessage{Source: source, Channel: message.Email, To: "ann@example.com", Code: "123456"})
 	}
 	for range 2 {
 		if err := send("SignUp"); err != nil {
@@ -231,7 +232,7 @@ func TestCognitoConfirmedSettlesTheNewestCodesItKept(t *testing.T) {
 	s, _, _ := cognitoServer(t, "  - {name: unverified, action: otp.send, key: [destination], count: failures, limit: 70, window: 24h}\n")
 	ctx := context.Background()
 	send := func() error {
-		return s.CognitoSend(ctx, api.CognitoMessage{Source: "SignUp", Channel: guard.Email, To: "ann@example.com", Code: "123456"})
+		return s.CognitoSend(ctx, api.CognitoMessage{Source: "SignUp", Channel: message.Email, To: "ann@example.com", Code: "123456"})
 	}
 	for i := range 70 {
 		if err := send(); err != nil {
@@ -253,7 +254,7 @@ func TestCognitoConfirmedSettlesTheNewestCodesItKept(t *testing.T) {
 // failing is a sender that fails with err while it is set.
 type failing struct{ err error }
 
-func (f *failing) Send(context.Context, guard.Message) error { return f.err }
+func (f *failing) Send(context.Context, message.Message) error { return f.err }
 
 // TestACognitoMessageThatFailsGivesItsSendBack: a message the provider
 // could not take (an outage) gives its send back, so the user's retry is
@@ -263,13 +264,13 @@ func TestACognitoMessageThatFailsGivesItsSendBack(t *testing.T) {
 	for _, c := range []struct {
 		err       error
 		givenBack bool
-	}{{errors.New("the provider is down"), true}, {guard.ErrUndeliverable, false}} {
+	}{{errors.New("the provider is down"), true}, {message.ErrUndeliverable, false}} {
 		sender := &failing{c.err}
 		h, _ := serve(t, "rules:\n  - {name: per-dest, action: otp.send, key: [destination], limit: 1, window: 1h}\n",
-			func(st *app.Settings) { st.Senders = func(queue.Host) (api.Sender, error) { return sender, nil } })
+			func(st *app.Settings) { st.Senders = func(queue.Host) (message.Sender, error) { return sender, nil } })
 		s := h.(*app.App).Server()
 		ctx := context.Background()
-		msg := api.CognitoMessage{Source: "SignUp", Channel: guard.Email, To: "ann@example.com", Code: "123456"}
+		msg := api.CognitoMessage{Source: "SignUp", Channel: message.Email, To: "ann@example.com", Code: "123456"}
 		if err := s.CognitoSend(ctx, msg); err == nil || errors.As(err, new(*api.Denied)) {
 			t.Fatalf("%v: the failed send answered %v", c.err, err)
 		}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 )
 
@@ -48,7 +47,7 @@ func presentedDevice(r *http.Request, body string) string {
 // keeping the id of the device the request presented a token of (a
 // renewal), and sets the cookie. It returns "" when none could be made.
 func (s *Server) deviceToken(ctx context.Context, w http.ResponseWriter, account, presented string, at time.Time) string {
-	tok, err := s.Guard.DeviceToken(account, s.Guard.DeviceID(presented, account), at)
+	tok, err := s.Guard.DeviceToken(account, presented, at)
 	if err != nil {
 		s.Log.WarnContext(ctx, "device token", "err", err)
 		return ""
@@ -72,7 +71,7 @@ func (s *Server) handleRevokeDevices(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, err)
 		return
 	}
-	s.Log.InfoContext(r.Context(), "revoke devices", "subject", s.Guard.Fingerprint("account", guard.DeviceAccount(account)))
+	s.Log.InfoContext(r.Context(), "revoke devices", "subject", s.Guard.Fingerprint("account", account))
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
 }

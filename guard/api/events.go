@@ -102,7 +102,7 @@ func (s *Server) lockoutEvents(ctx context.Context, req guard.Request, d guard.D
 		}
 		subject := s.subjectOf(r, req.Subject)
 		locked := max(res.RetryAfter, time.Second)
-		occurrence := r.Name + "\x00" + subject + "\x00" + strconv.FormatInt(res.LockedUntil().UnixMicro(), 10)
+		occurrence := r.Name + "\x00" + subject + "\x00" + strconv.FormatInt(res.LockedUntil.UnixMicro(), 10)
 		s.publish(ctx, events.Event{DetailType: events.LockoutStarted, Detail: map[string]any{
 			"action": req.Action, "rule": r.Name, "dimensions": r.Key, "subject": subject, "lockedForSeconds": seconds(locked),
 		}}, occurrence, locked)

@@ -12,6 +12,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/password"
 	"github.com/otpguard/otpguard/guard/token"
 )
@@ -263,7 +264,7 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 		return
 	}
 	code, err := s.Codes.Issue(ctx, dest, "signup", "")
-	var msg guard.Message
+	var msg message.Message
 	if err == nil {
 		msg, err = s.message(dest, "signup", "", code)
 		msg.Slot = codeSlot(dest, "signup")

@@ -4,13 +4,14 @@ import (
 	"strings"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // mask shows enough of a destination for a user to recognize it and not
 // enough to read it off a screenshot: a***@example.com, +4*******23.
 func mask(d guard.Destination) string {
 	switch d.Channel {
-	case guard.Email:
+	case message.Email:
 		local, domain, _ := strings.Cut(d.Address, "@")
 		if local == "" {
 			return "***@" + domain

@@ -12,6 +12,7 @@ import (
 	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/token"
 	"github.com/otpguard/otpguard/templates"
@@ -107,8 +108,8 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 // channel or to goes to errs.
 func (s *Server) sendDestination(channel, to string, errs map[string]string) guard.Destination {
 	var dest guard.Destination
-	switch ch := guard.Channel(channel); ch {
-	case guard.Email, guard.SMS:
+	switch ch := message.Channel(channel); ch {
+	case message.Email, message.SMS:
 		var err error
 		if dest, err = identity.ParseDestination(ch, to, s.policy); err != nil {
 			errs["to"] = reason(err)
@@ -125,7 +126,7 @@ func (s *Server) sendDestination(channel, to string, errs map[string]string) gua
 // provider refuses counts; a provider's failure gives the units back.
 func (s *Server) sendFailed(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, err error) {
 	s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
-	if errors.Is(err, guard.ErrUndeliverable) {
+	if errors.Is(err, message.ErrUndeliverable) {
 		// The provider refuses the destination itself: the attempt
 		// counts, or trying refused numbers would cost nothing.
 		s.fail(w, rec, invalidRequest(map[string]string{"to": "the message provider refuses this destination"}))
@@ -244,12 +245,12 @@ func (s *Server) approve(ctx context.Context, w http.ResponseWriter, r *http.Req
 }
 
 // message is the code's message to dest, rendered from templates/.
-func (s *Server) message(dest guard.Destination, purpose, locale, code string) (guard.Message, error) {
+func (s *Server) message(dest guard.Destination, purpose, locale, code string) (message.Message, error) {
 	content, err := templates.Render(string(dest.Channel), locale, templates.Data{Code: code, Purpose: purpose, TTL: s.Codes.TTL()})
 	if err != nil {
-		return guard.Message{}, err
+		return message.Message{}, err
 	}
-	return guard.Message{
+	return message.Message{
 		Channel: dest.Channel, To: dest.Address, Purpose: purpose, Locale: templates.Match(locale), Code: code,
 		Subject: content.Subject, Text: content.Text, HTML: content.HTML, TTL: s.Codes.TTL(),
 	}, nil

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/authn"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/app"
 )
 
@@ -36,7 +36,7 @@ func TestAStepUpCodeGoesToTheVerifiedPhone(t *testing.T) {
 		t.Fatalf("challenged, with a verified phone: %d %v", w.Code, m)
 	}
 	msg := out.last(t)
-	if msg.Channel != guard.SMS || msg.To != "+14155550100" {
+	if msg.Channel != message.SMS || msg.To != "+14155550100" {
 		t.Fatalf("the step-up code went to %s %q", msg.Channel, msg.To)
 	}
 	w, m = call(t, h, "POST", "/v1/login/challenge", map[string]string{"session": m["session"].(string), "code": msg.Code}, false)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/users"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
@@ -56,7 +57,7 @@ func serveOn(t *testing.T, srv *localredis.Server, doc string, edit func(*app.Se
 	out := &outbox{}
 	_, key, _ := ed25519.GenerateKey(nil)
 	s := app.Settings{Redis: srv.Client(), Secret: []byte("0123456789abcdef0123"), Auth: us,
-		Senders: func(queue.Host) (api.Sender, error) { return out, nil }, Log: slog.New(slog.DiscardHandler),
+		Senders: func(queue.Host) (message.Sender, error) { return out, nil }, Log: slog.New(slog.DiscardHandler),
 		Admin: app.BearerAdmin(adminToken)}
 	if edit != nil {
 		edit(&s)

@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 )
@@ -23,7 +22,7 @@ type provider struct {
 	backlog time.Duration
 }
 
-func (p *provider) Send(context.Context, guard.Message) error {
+func (p *provider) Send(context.Context, message.Message) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
@@ -41,7 +40,7 @@ func (p *provider) set(err error) {
 
 type queued struct{ *provider }
 
-func (q queued) Backlog(context.Context, guard.Channel) time.Duration { return q.backlog }
+func (q queued) Backlog(context.Context, message.Channel) time.Duration { return q.backlog }
 
 // full is the queue's refusal when too many messages wait.
 type full struct{}
@@ -66,7 +65,7 @@ const sendRules = `rules:
 func TestSendAnswers(t *testing.T) {
 	p := &provider{}
 	h, _ := serve(t, sendRules, func(s *app.Settings) {
-		s.Senders = func(queue.Host) (api.Sender, error) { return p, nil }
+		s.Senders = func(queue.Host) (message.Sender, error) { return p, nil }
 	})
 	send := func(to string) (int, map[string]any, string) {
 		t.Helper()
@@ -116,7 +115,7 @@ func TestSendAnswers(t *testing.T) {
 		}
 	}
 	// a refused destination stays counted
-	p.set(guard.ErrUndeliverable)
+	p.set(message.ErrUndeliverable)
 	code, m, _ = send("cat@example.com")
 	if code != 400 || errorsOf(m)["to"] != "the message provider refuses this destination" {
 		t.Fatalf("a refused destination: %d %v", code, m)
@@ -136,7 +135,7 @@ func TestSendAnswers(t *testing.T) {
 	// a queue: queued, and its wait when others are ahead
 	q := queued{&provider{backlog: 4500 * time.Millisecond}}
 	h, _ = serve(t, sendRules, func(s *app.Settings) {
-		s.Senders = func(queue.Host) (api.Sender, error) { return q, nil }
+		s.Senders = func(queue.Host) (message.Sender, error) { return q, nil }
 	})
 	w, m := call(t, h, "POST", "/v1/otp/send", map[string]string{"to": "ann@example.com", "channel": "email", "purpose": "login"}, false)
 	if w.Code != 202 || m["queued"] != true || m["deliveryEta"] != float64(4) {

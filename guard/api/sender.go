@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/pacer"
 )
 
 // ByChannel sends each message with the sender of its channel; a channel
 // without a sender is unavailable.
-type ByChannel map[guard.Channel]Sender
+type ByChannel map[message.Channel]message.Sender
 
-// Send implements Sender.
-func (b ByChannel) Send(ctx context.Context, m guard.Message) error {
+// Send implements message.Sender.
+func (b ByChannel) Send(ctx context.Context, m message.Message) error {
 	s, ok := b[m.Channel]
 	if !ok || s == nil {
-		return fmt.Errorf("%w: no %s sender is configured", guard.ErrDeliveryUnavailable, m.Channel)
+		return fmt.Errorf("%w: no %s sender is configured", message.ErrUnavailable, m.Channel)
 	}
 	return s.Send(ctx, m)
 }
@@ -28,22 +28,22 @@ func (b ByChannel) Send(ctx context.Context, m guard.Message) error {
 // further away than maxWait books nothing and fails as unavailable, so a
 // burst above the provider's quota is delayed a little, then refused with
 // a 503, never dropped silently.
-func Paced(s Sender, p *pacer.Pacer, maxWait time.Duration) Sender {
+func Paced(s message.Sender, p *pacer.Pacer, maxWait time.Duration) message.Sender {
 	return paced{s, p, maxWait}
 }
 
 type paced struct {
-	Sender
+	message.Sender
 	pacer   *pacer.Pacer
 	maxWait time.Duration
 }
 
-func (p paced) Send(ctx context.Context, m guard.Message) error {
+func (p paced) Send(ctx context.Context, m message.Message) error {
 	if err := p.pacer.Wait(ctx, p.maxWait); err != nil {
 		if errors.Is(err, pacer.ErrWaitTooLong) {
-			return fmt.Errorf("%w: over the provider's rate for more than %s", guard.ErrDeliveryUnavailable, p.maxWait)
+			return fmt.Errorf("%w: over the provider's rate for more than %s", message.ErrUnavailable, p.maxWait)
 		}
-		return fmt.Errorf("%w: pace: %w", guard.ErrDeliveryUnavailable, err)
+		return fmt.Errorf("%w: pace: %w", message.ErrUnavailable, err)
 	}
 	if check, ok := ctx.Value(beforeSendKey{}).(func(context.Context) error); ok {
 		if err := check(ctx); err != nil {
@@ -64,14 +64,14 @@ func WithBeforeSend(ctx context.Context, check func(context.Context) error) cont
 }
 
 // Timed bounds each call of s by d.
-func Timed(s Sender, d time.Duration) Sender { return timed{s, d} }
+func Timed(s message.Sender, d time.Duration) message.Sender { return timed{s, d} }
 
 type timed struct {
-	Sender
+	message.Sender
 	d time.Duration
 }
 
-func (t timed) Send(ctx context.Context, m guard.Message) error {
+func (t timed) Send(ctx context.Context, m message.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, t.d)
 	defer cancel()
 	return t.Sender.Send(ctx, m)

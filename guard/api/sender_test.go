@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/guard/store"
 )
@@ -18,11 +18,11 @@ import (
 // deadline.
 type recorder struct {
 	mu        sync.Mutex
-	sent      []guard.Message
+	sent      []message.Message
 	deadlines []time.Time
 }
 
-func (r *recorder) Send(ctx context.Context, m guard.Message) error {
+func (r *recorder) Send(ctx context.Context, m message.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d, _ := ctx.Deadline()
@@ -40,12 +40,12 @@ func (failingStore) Do(context.Context, []store.Op) ([]store.OpResult, error) {
 // without one is unavailable and nothing is sent.
 func TestByChannel(t *testing.T) {
 	mail := &recorder{}
-	b := api.ByChannel{guard.Email: mail, guard.SMS: nil}
-	if err := b.Send(context.Background(), guard.Message{Channel: guard.Email, To: "a@example.com"}); err != nil || len(mail.sent) != 1 {
+	b := api.ByChannel{message.Email: mail, message.SMS: nil}
+	if err := b.Send(context.Background(), message.Message{Channel: message.Email, To: "a@example.com"}); err != nil || len(mail.sent) != 1 {
 		t.Fatalf("email: %v, %d sent", err, len(mail.sent))
 	}
-	for _, m := range []guard.Message{{Channel: guard.SMS}, {Channel: "voice"}} {
-		if err := b.Send(context.Background(), m); !errors.Is(err, guard.ErrDeliveryUnavailable) {
+	for _, m := range []message.Message{{Channel: message.SMS}, {Channel: "voice"}} {
+		if err := b.Send(context.Background(), m); !errors.Is(err, message.ErrUnavailable) {
 			t.Errorf("%s: %v", m.Channel, err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestByChannel(t *testing.T) {
 func TestTimed(t *testing.T) {
 	r := &recorder{}
 	before := time.Now()
-	if err := api.Timed(r, 3*time.Second).Send(context.Background(), guard.Message{}); err != nil {
+	if err := api.Timed(r, 3*time.Second).Send(context.Background(), message.Message{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := r.deadlines[0]; d.IsZero() || d.Before(before.Add(3*time.Second)) || d.After(time.Now().Add(3*time.Second)) {
@@ -79,11 +79,11 @@ func TestPaced(t *testing.T) {
 	r := &recorder{}
 	now := api.Paced(r, p, 0)
 	for i := range 2 {
-		if err := now.Send(ctx, guard.Message{}); err != nil {
+		if err := now.Send(ctx, message.Message{}); err != nil {
 			t.Fatalf("send %d: %v", i+1, err)
 		}
 	}
-	if err := now.Send(ctx, guard.Message{}); !errors.Is(err, guard.ErrDeliveryUnavailable) || len(r.sent) != 2 {
+	if err := now.Send(ctx, message.Message{}); !errors.Is(err, message.ErrUnavailable) || len(r.sent) != 2 {
 		t.Fatalf("a third at once: %v, %d sent", err, len(r.sent))
 	}
 	waits := api.Paced(r, p, 2*time.Second)
@@ -91,21 +91,21 @@ func TestPaced(t *testing.T) {
 	start := time.Now()
 	stop := errors.New("superseded")
 	cctx := api.WithBeforeSend(ctx, func(context.Context) error { checked = time.Since(start); return stop })
-	if err := waits.Send(cctx, guard.Message{}); err != stop || len(r.sent) != 2 {
+	if err := waits.Send(cctx, message.Message{}); err != stop || len(r.sent) != 2 {
 		t.Fatalf("a check's error: %v, %d sent", err, len(r.sent))
 	}
 	if checked < 300*time.Millisecond {
 		t.Errorf("the check ran after %s, before the turn (≈ 500ms)", checked)
 	}
 	start = time.Now()
-	if err := waits.Send(ctx, guard.Message{}); err != nil || len(r.sent) != 3 {
+	if err := waits.Send(ctx, message.Message{}); err != nil || len(r.sent) != 3 {
 		t.Fatalf("a send that waits: %v, %d sent", err, len(r.sent))
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("sent after %s, before its turn (≈ 500ms)", d)
 	}
 	broken, _ := pacer.New(failingStore{}, "ses", 2, time.Second, time.Second)
-	if err := api.Paced(r, broken, time.Second).Send(ctx, guard.Message{}); !errors.Is(err, guard.ErrDeliveryUnavailable) || len(r.sent) != 3 {
+	if err := api.Paced(r, broken, time.Second).Send(ctx, message.Message{}); !errors.Is(err, message.ErrUnavailable) || len(r.sent) != 3 {
 		t.Errorf("a failing store: %v", err)
 	}
 	if _, err := pacer.New(failingStore{}, "x", 0, time.Second, time.Second); err == nil {

@@ -9,23 +9,23 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // outbox keeps the messages sent.
 type outbox struct {
 	mu   sync.Mutex
-	msgs []guard.Message
+	msgs []message.Message
 }
 
-func (o *outbox) Send(_ context.Context, m guard.Message) error {
+func (o *outbox) Send(_ context.Context, m message.Message) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.msgs = append(o.msgs, m)
 	return nil
 }
 
-func (o *outbox) last(t *testing.T) guard.Message {
+func (o *outbox) last(t *testing.T) message.Message {
 	t.Helper()
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 func invalid(format string, args ...any) error {
@@ -108,7 +109,7 @@ func ParseEmail(s string) (guard.Destination, error) {
 		return guard.Destination{}, invalid("email is longer than %d characters", maxEmail)
 	}
 
-	return guard.Destination{Channel: guard.Email, Address: addr, Key: emailKey(local, domain)}, nil
+	return guard.Destination{Channel: message.Email, Address: addr, Key: emailKey(local, domain)}, nil
 }
 
 // emailKey is the key an address counts under: the local part lowercased
@@ -207,7 +208,7 @@ func ParsePhone(s string, p PhonePolicy) (guard.Destination, error) {
 	}
 	e164 := phonenumbers.Format(num, phonenumbers.E164)
 	return guard.Destination{
-		Channel: guard.SMS,
+		Channel: message.SMS,
 		Address: e164,
 		Key:     e164,
 		Country: region,
@@ -218,11 +219,11 @@ func ParsePhone(s string, p PhonePolicy) (guard.Destination, error) {
 
 // ParseDestination reads an email for the email channel and a phone number
 // for the sms channel.
-func ParseDestination(ch guard.Channel, s string, p PhonePolicy) (guard.Destination, error) {
+func ParseDestination(ch message.Channel, s string, p PhonePolicy) (guard.Destination, error) {
 	switch ch {
-	case guard.Email:
+	case message.Email:
 		return ParseEmail(s)
-	case guard.SMS:
+	case message.SMS:
 		return ParsePhone(s, p)
 	}
 	return guard.Destination{}, invalid("unknown channel %q", ch)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 func TestParseEmail(t *testing.T) {
@@ -61,7 +62,7 @@ func TestParseEmail(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || d.Address != c.address || d.Key != c.key || d.Channel != guard.Email {
+		if err != nil || d.Address != c.address || d.Key != c.key || d.Channel != message.Email {
 			t.Errorf("ParseEmail(%q) = %q, %q, %v; want %q, %q", c.in, d.Address, d.Key, err, c.address, c.key)
 		}
 	}

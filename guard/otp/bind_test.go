@@ -7,6 +7,7 @@ import (
 
 	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/localredis"
@@ -29,8 +30,8 @@ func TestACodeApprovesItsOwnPurposeAndAddressOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ann := guard.Destination{Channel: guard.Email, Address: "ann@example.com", Key: "ann@example.com"}
-	other := guard.Destination{Channel: guard.Email, Address: "ann+x@example.com", Key: "ann@example.com"}
+	ann := guard.Destination{Channel: message.Email, Address: "ann@example.com", Key: "ann@example.com"}
+	other := guard.Destination{Channel: message.Email, Address: "ann+x@example.com", Key: "ann@example.com"}
 	code, err := codes.Issue(ctx, ann, "login", "")
 	if err != nil {
 		t.Fatal(err)

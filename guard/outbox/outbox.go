@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // Outbox writes messages to w, one JSON line each.
@@ -45,7 +45,7 @@ type Line struct {
 }
 
 // Send writes m as one line; concurrent sends never interleave.
-func (o *Outbox) Send(_ context.Context, m guard.Message) error {
+func (o *Outbox) Send(_ context.Context, m message.Message) error {
 	b, err := json.Marshal(Line{Channel: string(m.Channel), To: m.To, Purpose: m.Purpose, Code: m.Code, Body: m.Text, SentAt: o.now().UTC()})
 	if err != nil {
 		return err
@@ -53,7 +53,7 @@ func (o *Outbox) Send(_ context.Context, m guard.Message) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, err := o.w.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("%w: outbox: %w", guard.ErrDeliveryUnavailable, err)
+		return fmt.Errorf("%w: outbox: %w", message.ErrUnavailable, err)
 	}
 	return nil
 }

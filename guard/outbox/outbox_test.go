@@ -5,15 +5,15 @@ import (
 	"os"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/outbox"
 )
 
 func Example() {
 	at := time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)
 	o := outbox.New(os.Stdout, func() time.Time { return at })
-	_ = o.Send(context.Background(), guard.Message{
-		Channel: guard.Email, To: "Ann@example.com", Purpose: "signup", Code: "042917",
+	_ = o.Send(context.Background(), message.Message{
+		Channel: message.Email, To: "Ann@example.com", Purpose: "signup", Code: "042917",
 		Subject: "042917 is your sign-up code", Text: "Your sign-up code is: 042917",
 	})
 	// Output:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/store"
 )
 
@@ -138,7 +139,7 @@ func TestAnElasticBudgetFollowsVerifiedSends(t *testing.T) {
 `)
 		send := func(country string, i int) guard.Request {
 			return guard.Request{Action: "otp.send", Subject: guard.Subject{Destination: guard.Destination{
-				Channel: guard.SMS, Key: fmt.Sprintf("+%s%d", country, i), Country: country}}}
+				Channel: message.SMS, Key: fmt.Sprintf("+%s%d", country, i), Country: country}}}
 		}
 		// Nobody enters a code in LV: 5 sends, then nothing.
 		admitted := 0
@@ -282,7 +283,7 @@ func TestADeviceTokenExemptsItsHolderOnly(t *testing.T) {
 			t.Fatalf("a revoked token: %+v", d)
 		}
 		// A login after the revocation earns a token that is trusted.
-		fresh, _ := g.DeviceToken("victim", g.DeviceID(tok, "victim"), time.Time{})
+		fresh, _ := g.DeviceToken("victim", tok, time.Time{})
 		owner.Device = fresh
 		if d := allow(t, g, owner); !d.Allowed || d.Device != guard.DeviceTrusted {
 			t.Fatalf("a token issued after the revocation: %+v", d)

@@ -21,5 +21,6 @@
 // clocks differ count alike. [OpResult.Now] reports it; [Op.At] names a
 // take by it.
 //
-// This package holds no logic: the algorithms are the stores'.
+// This package holds no logic but [Clock]'s estimate: the algorithms
+// are the stores'.
 package store

@@ -29,8 +29,10 @@ import (
 	"github.com/otpguard/otpguard/guard/captcha"
 	"github.com/otpguard/otpguard/guard/events"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/guard/token"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 )
@@ -45,7 +47,7 @@ type Settings struct {
 	// Senders builds the message sender on the host (the store for
 	// pacing, the Redis and secret of the delivery queue), or is nil in
 	// the functions that send nothing.
-	Senders func(queue.Host) (api.Sender, error)
+	Senders func(queue.Host) (message.Sender, error)
 	// Auth fronts login and signup; nil answers them 503.
 	Auth api.Authenticator
 	// Admin authorizes the internal routes; nil refuses everyone.
@@ -92,8 +94,8 @@ type App struct {
 	conn     *redisstore.Conn // shared by the store, the codes and the blobs
 	store    *redisstore.Store
 	backstop *memstore.Store
-	clock    *guard.StoreClock
-	sender   api.Sender
+	clock    *store.Clock
+	sender   message.Sender
 	server   atomic.Pointer[api.Server]
 	guard    atomic.Pointer[guard.Guard]
 	// evictionChecked: unix ns of the last maxmemory-policy check.
@@ -115,7 +117,7 @@ func New(ctx context.Context, s Settings, cfg config.Config, keys Keys) (*App, e
 		s.PreloadTimeout = 2 * time.Second
 	}
 	conn := redisstore.Connect(s.Redis)
-	a := &App{s: s, conn: conn, store: redisstore.New(conn, redisstore.Options{Log: s.Log}), clock: &guard.StoreClock{}}
+	a := &App{s: s, conn: conn, store: redisstore.New(conn, redisstore.Options{Log: s.Log}), clock: &store.Clock{}}
 	if s.Clock != nil {
 		a.backstop = memstore.New(s.Clock)
 	} else {

@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/config"
-	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -116,7 +116,7 @@ rules:
 		t.Fatal(err)
 	}
 	h.app, err = app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"), Auth: h.a,
-		Senders: func(queue.Host) (api.Sender, error) { return h.s, nil }, CaptchaSecret: "captcha-secret"}, cfg, app.Keys{Signing: key})
+		Senders: func(queue.Host) (message.Sender, error) { return h.s, nil }, CaptchaSecret: "captcha-secret"}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		t.Fatal(err)
 	}

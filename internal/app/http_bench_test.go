@@ -12,8 +12,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/config"
-	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
@@ -22,7 +21,7 @@ import (
 
 type discard struct{}
 
-func (discard) Send(context.Context, guard.Message) error { return nil }
+func (discard) Send(context.Context, message.Message) error { return nil }
 
 // BenchmarkSendHTTP is POST /v1/otp/send through the composed server
 // (decode, identifiers, the default rules on redis-server, the code
@@ -48,7 +47,7 @@ func BenchmarkSendHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	a, err := app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"),
-		Senders: func(queue.Host) (api.Sender, error) { return discard{}, nil },
+		Senders: func(queue.Host) (message.Sender, error) { return discard{}, nil },
 		Log:     slog.New(slog.NewJSONHandler(io.Discard, nil))}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		b.Fatal(err)

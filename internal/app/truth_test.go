@@ -11,10 +11,9 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/config"
-	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -63,7 +62,7 @@ type sender struct {
 	sent    int
 }
 
-func (s *sender) Send(context.Context, guard.Message) error {
+func (s *sender) Send(context.Context, message.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing != nil {
@@ -95,7 +94,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h.app, err = app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"), Auth: h.a,
-		Senders: func(queue.Host) (api.Sender, error) { return h.s, nil }}, cfg, app.Keys{Signing: key})
+		Senders: func(queue.Host) (message.Sender, error) { return h.s, nil }}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +157,7 @@ func TestBudgetsAreNotSpentOnFailuresThatAreNotTheUsers(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	send := `{"channel":"sms","to":"+14155550123","purpose":"login"}`
-	h.s.failing = fmt.Errorf("%w: throttled", guard.ErrDeliveryUnavailable)
+	h.s.failing = fmt.Errorf("%w: throttled", message.ErrUnavailable)
 	for i := range 6 {
 		if w := h.post(ctx, "/v1/otp/send", send, "198.51.100.8"); w.Code != http.StatusServiceUnavailable {
 			t.Fatalf("send %d with the provider down: %d %s", i, w.Code, w.Body)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 )
 
@@ -56,7 +57,7 @@ func Consumer(getenv func(string) string, cfg aws.Config, rdb redis.UniversalCli
 		once.Do(func() {
 			d, derr = queue.NewDeliverer(queue.DeliverOptions{
 				Redis: rdb, SealKey: server().Guard.Derive(queue.SealLabel), MaxReceives: int(maxReceives), Log: log,
-				Sender: func() api.Sender { return server().Sender },
+				Sender: func() message.Sender { return server().Sender },
 				Void: func(ctx context.Context, receipt string) error {
 					return server().Guard.SettleReceipt(ctx, receipt, guard.Void)
 				},

@@ -12,8 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	otpsns "github.com/otpguard/otpguard/internal/delivery/sns"
@@ -25,7 +25,7 @@ import (
 // queue they are the deliver function's, and the others queue every
 // message in DELIVERY_QUEUE_URL instead (see package queue), refusing
 // sends while more than DELIVERY_QUEUE_MAX_DEPTH wait.
-func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (api.Sender, error), error) {
+func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (message.Sender, error), error) {
 	var errs []error
 	mode := getenv("DELIVERY_MODE")
 	if mode != "" && mode != "direct" && mode != "queue" {
@@ -44,7 +44,7 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (api.
 	maxWait := duration(getenv, "DELIVERY_MAX_WAIT", 2*time.Second, &errs)
 	timeout := duration(getenv, "PROVIDER_TIMEOUT", 5*time.Second, &errs)
 	var emailRate, smsRate int64
-	var email, sms api.Sender
+	var email, sms message.Sender
 	{
 		emailRate = positive(getenv, "EMAIL_PER_SECOND", 1, &errs)
 		e, err := NewMailer(cfg, getenv("SES_FROM"), getenv("SES_CONFIGURATION_SET"))
@@ -62,16 +62,16 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (api.
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return func(h queue.Host) (api.Sender, error) {
+	return func(h queue.Host) (message.Sender, error) {
 		if sqs != nil {
-			return queue.New(h, sqs, queue.Options{MaxDepth: maxDepth, Rate: map[guard.Channel]int64{guard.Email: emailRate, guard.SMS: smsRate}})
+			return queue.New(h, sqs, queue.Options{MaxDepth: maxDepth, Rate: map[message.Channel]int64{message.Email: emailRate, message.SMS: smsRate}})
 		}
 		by := api.ByChannel{}
-		for ch, s := range map[guard.Channel]struct {
-			sender api.Sender
+		for ch, s := range map[message.Channel]struct {
+			sender message.Sender
 			name   string
 			rate   int64
-		}{guard.Email: {email, "ses", emailRate}, guard.SMS: {sms, "sms", smsRate}} {
+		}{message.Email: {email, "ses", emailRate}, message.SMS: {sms, "sms", smsRate}} {
 			if s.sender == nil {
 				continue
 			}

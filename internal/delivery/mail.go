@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
@@ -43,9 +43,9 @@ type content struct {
 	Charset string
 }
 
-// Send implements api.Sender.
-func (m *Mailer) Send(ctx context.Context, msg guard.Message) error {
-	if msg.Channel != guard.Email {
+// Send implements message.Sender.
+func (m *Mailer) Send(ctx context.Context, msg message.Message) error {
+	if msg.Channel != message.Email {
 		return fmt.Errorf("ses: cannot send %s", msg.Channel)
 	}
 	in := map[string]any{
@@ -66,9 +66,9 @@ func (m *Mailer) Send(ctx context.Context, msg guard.Message) error {
 	status, header, _, err := m.Post(ctx, m.endpoint, "application/json", nil, body)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			return fmt.Errorf("%w: ses: timed out", guard.ErrDeliveryUnavailable)
+			return fmt.Errorf("%w: ses: timed out", message.ErrUnavailable)
 		}
-		return fmt.Errorf("%w: ses: request failed", guard.ErrDeliveryUnavailable)
+		return fmt.Errorf("%w: ses: request failed", message.ErrUnavailable)
 	}
 	if status/100 == 2 {
 		return nil
@@ -78,7 +78,7 @@ func (m *Mailer) Send(ctx context.Context, msg guard.Message) error {
 		code = fmt.Sprintf("HTTP%d", status)
 	}
 	if code == "MessageRejected" {
-		return fmt.Errorf("%w: ses %s", guard.ErrUndeliverable, code)
+		return fmt.Errorf("%w: ses %s", message.ErrUndeliverable, code)
 	}
-	return fmt.Errorf("%w: ses %s", guard.ErrDeliveryUnavailable, code)
+	return fmt.Errorf("%w: ses %s", message.ErrUnavailable, code)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/delivery"
 	otpsns "github.com/otpguard/otpguard/internal/delivery/sns"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
@@ -27,7 +27,7 @@ func TestPublishIsTheSNSClientsEquivalent(t *testing.T) {
 	fake.Fail("+15005550002", "Throttling")
 	s := otpsns.New(delivery.NewPublisher(config(fake.URL)), otpsns.Options{SenderID: "OTPGUARD", MaxPrice: "0.50"})
 	ctx := context.Background()
-	if err := s.Send(ctx, guard.Message{Channel: guard.SMS, To: "+447911123456", Text: "123456 is your code"}); err != nil {
+	if err := s.Send(ctx, message.Message{Channel: message.SMS, To: "+447911123456", Text: "123456 is your code"}); err != nil {
 		t.Fatal(err)
 	}
 	sent := fake.SMS()
@@ -36,10 +36,10 @@ func TestPublishIsTheSNSClientsEquivalent(t *testing.T) {
 		sent[0].Attributes["AWS.SNS.SMS.SMSType"] != "Transactional" {
 		t.Errorf("published %+v", sent)
 	}
-	if err := s.Send(ctx, guard.Message{Channel: guard.SMS, To: "+15005550001", Text: "x"}); !errors.Is(err, guard.ErrUndeliverable) {
+	if err := s.Send(ctx, message.Message{Channel: message.SMS, To: "+15005550001", Text: "x"}); !errors.Is(err, message.ErrUndeliverable) {
 		t.Errorf("InvalidParameter: %v, want undeliverable", err)
 	}
-	if err := s.Send(ctx, guard.Message{Channel: guard.SMS, To: "+15005550002", Text: "x"}); !errors.Is(err, guard.ErrDeliveryUnavailable) {
+	if err := s.Send(ctx, message.Message{Channel: message.SMS, To: "+15005550002", Text: "x"}); !errors.Is(err, message.ErrUnavailable) {
 		t.Errorf("Throttling: %v, want delivery unavailable", err)
 	}
 }
@@ -54,7 +54,7 @@ func TestMailerIsTheSESClientsEquivalent(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	msg := guard.Message{Channel: guard.Email, To: "ann@example.com", Subject: "123456 is your code", Text: "text 123456", HTML: "<p>123456</p>"}
+	msg := message.Message{Channel: message.Email, To: "ann@example.com", Subject: "123456 is your code", Text: "text 123456", HTML: "<p>123456</p>"}
 	if err := m.Send(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +64,11 @@ func TestMailerIsTheSESClientsEquivalent(t *testing.T) {
 		t.Errorf("sent %+v", sent)
 	}
 	msg.To = "rejected@example.com"
-	if err := m.Send(ctx, msg); !errors.Is(err, guard.ErrUndeliverable) {
+	if err := m.Send(ctx, msg); !errors.Is(err, message.ErrUndeliverable) {
 		t.Errorf("MessageRejected: %v, want undeliverable", err)
 	}
 	msg.To = "throttled@example.com"
-	if err := m.Send(ctx, msg); !errors.Is(err, guard.ErrDeliveryUnavailable) || strings.Contains(err.Error(), "123456") {
+	if err := m.Send(ctx, msg); !errors.Is(err, message.ErrUnavailable) || strings.Contains(err.Error(), "123456") {
 		t.Errorf("throttled: %v, want delivery unavailable without the code", err)
 	}
 	if _, err := delivery.NewMailer(config(fake.URL), "", ""); err == nil {

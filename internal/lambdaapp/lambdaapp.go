@@ -43,6 +43,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/emf"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/app"
@@ -86,7 +87,7 @@ type Function struct {
 // clients (internal/delivery), the authenticators (internal/authenv).
 type Parts struct {
 	// Senders builds the senders from the environment (send).
-	Senders func(getenv func(string) string, cfg aws.Config) (func(queue.Host) (api.Sender, error), error)
+	Senders func(getenv func(string) string, cfg aws.Config) (func(queue.Host) (message.Sender, error), error)
 	// Auth builds the authenticator AUTH names (login, signup); allowLocal
 	// is false in Lambda.
 	Auth func(getenv func(string) string, allowLocal bool, clientSecret func() (string, error)) (api.Authenticator, func() error, error)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -202,8 +203,8 @@ func TestEachFunctionReadsOnlyItsSecrets(t *testing.T) {
 			st.aws.Deny("secretsmanager:GetSecretValue", "hash", !fn.Hashes)
 			// Inert parts: what is checked is which secrets init reads.
 			parts := Parts{
-				Senders: func(func(string) string, aws.Config) (func(queue.Host) (api.Sender, error), error) {
-					return func(queue.Host) (api.Sender, error) { return nil, nil }, nil
+				Senders: func(func(string) string, aws.Config) (func(queue.Host) (message.Sender, error), error) {
+					return func(queue.Host) (message.Sender, error) { return nil, nil }, nil
 				},
 				Auth: func(func(string) string, bool, func() (string, error)) (api.Authenticator, func() error, error) {
 					return nil, func() error { return nil }, nil

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 const sprayPassword = "Winter2030!"
@@ -152,7 +152,7 @@ func (e *engine) pumping(attempts int, viaCognito bool) {
 				e.attack(st, "/v1/otp/send", ip, map[string]string{"channel": "sms", "to": num, "purpose": "signup"})
 			}
 			for _, m := range e.sent {
-				if m.channel == guard.SMS {
+				if m.channel == message.SMS {
 					st.Succeeded++
 					st.Cost += smsPrice[p.country]
 				}

@@ -6,21 +6,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/store"
 )
 
 type sent struct {
-	channel guard.Channel
+	channel message.Channel
 	to      string
 }
 
-// Send implements api.Sender: the simulated provider.
-func (e *engine) Send(_ context.Context, m guard.Message) error {
+// Send implements message.Sender: the simulated provider.
+func (e *engine) Send(_ context.Context, m message.Message) error {
 	e.codes[m.To] = m.Code
 	e.sent = append(e.sent, sent{m.Channel, m.To})
 	return nil

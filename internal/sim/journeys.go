@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 func (e *engine) login(p *person, typo bool, tries int, began time.Time) bool {
@@ -68,10 +68,10 @@ func (e *engine) loginFrom(p *person, ip string, typo bool, tries int, began tim
 	return r.status == 200
 }
 
-func (e *engine) otp(p *person, ch guard.Channel, resend bool, tries int, began time.Time) {
+func (e *engine) otp(p *person, ch message.Channel, resend bool, tries int, began time.Time) {
 	first := e.touch(p)
 	to := p.email
-	if ch == guard.SMS {
+	if ch == message.SMS {
 		to = p.phone
 	}
 	r := e.post("/v1/otp/send", p.ip, "", map[string]string{"channel": string(ch), "to": to, "purpose": "login"})

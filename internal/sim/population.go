@@ -12,6 +12,7 @@ import (
 	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // person is a legitimate user.
@@ -156,9 +157,9 @@ func (e *engine) population(n int) error {
 				}
 			}
 			if e.rng.Float64() < 0.2 {
-				ch := guard.Email
+				ch := message.Email
 				if e.rng.Float64() < 0.3 {
-					ch = guard.SMS
+					ch = message.SMS
 					if p.phone == "" {
 						p.phone = e.phone()
 					}

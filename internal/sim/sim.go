@@ -30,6 +30,7 @@ import (
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/guard/token"
@@ -310,7 +311,7 @@ func (e *engine) cognitoSignUp(st *AttackStats, num, user string) {
 	e.sent = e.sent[:0]
 	st.Attempts++
 	err := e.srv.CognitoSend(context.Background(), api.CognitoMessage{
-		TriggerSubject: api.TriggerSubject{Account: user}, Source: "SignUp", Channel: guard.SMS, To: num, Code: "123456",
+		TriggerSubject: api.TriggerSubject{Account: user}, Source: "SignUp", Channel: message.SMS, To: num, Code: "123456",
 	})
 	if err == nil {
 		st.Admitted++

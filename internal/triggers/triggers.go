@@ -26,10 +26,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/esdk"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
@@ -160,12 +160,12 @@ func (h *Handler) send(ctx context.Context, s *api.Server, ev event, kind, sourc
 	}
 	m := api.CognitoMessage{TriggerSubject: sub, Source: source, Username: ev.UserName, Locale: ev.Request.UserAttributes["locale"]}
 	if kind == "CustomSMSSender" {
-		m.Channel, m.To = guard.SMS, ev.Request.UserAttributes["phone_number"]
+		m.Channel, m.To = message.SMS, ev.Request.UserAttributes["phone_number"]
 	} else {
-		m.Channel, m.To = guard.Email, ev.Request.UserAttributes["email"]
+		m.Channel, m.To = message.Email, ev.Request.UserAttributes["email"]
 	}
 	if m.To == "" {
-		return fmt.Errorf("triggers: %s without the user's %s", ev.TriggerSource, map[guard.Channel]string{guard.SMS: "phone_number", guard.Email: "email"}[m.Channel])
+		return fmt.Errorf("triggers: %s without the user's %s", ev.TriggerSource, map[message.Channel]string{message.SMS: "phone_number", message.Email: "email"}[m.Channel])
 	}
 	if ev.Request.Code != nil && *ev.Request.Code != "" && h.Redis != nil {
 		// Cognito's retry of this event carries the same encrypted code;

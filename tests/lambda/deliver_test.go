@@ -11,7 +11,7 @@ import (
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/apigw"
 	"github.com/otpguard/otpguard/internal/delivery"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
@@ -43,7 +43,7 @@ func deliverBootstrapDelivers(t *testing.T, e *emulated, aws *awsfake.Server, rb
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := guard.Message{Channel: guard.SMS, To: "+447911123456", Purpose: "login", Code: "246810", Text: "Your code is 246810", TTL: time.Minute}
+	msg := message.Message{Channel: message.SMS, To: "+447911123456", Purpose: "login", Code: "246810", Text: "Your code is 246810", TTL: time.Minute}
 	if err := q.Send(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}

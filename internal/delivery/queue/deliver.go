@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // SealLabel names the key the jobs are sealed with (guard.DeriveKey,
@@ -36,7 +36,7 @@ const (
 // Deliverer sends queued messages through the direct sender (paced to
 // the provider's rate, bounded by its timeout).
 type Deliverer struct {
-	send        func(ctx context.Context, m guard.Message) error
+	send        func(ctx context.Context, m message.Message) error
 	void        func(ctx context.Context, receipt string) error
 	ledger      *Ledger
 	aead        cipher.AEAD
@@ -52,7 +52,7 @@ type DeliverOptions struct {
 	SealKey []byte
 	// Sender is the direct sender, or a function returning the one in
 	// force.
-	Sender func() api.Sender
+	Sender func() message.Sender
 	// Void settles a send's receipt void (its units go back).
 	Void func(ctx context.Context, receipt string) error
 	// MaxReceives: on this receive a message still failing is Dead.
@@ -84,7 +84,7 @@ func NewDeliverer(o DeliverOptions) (*Deliverer, error) {
 	}
 	sender := o.Sender
 	return &Deliverer{
-		send: func(ctx context.Context, m guard.Message) error { return sender().Send(ctx, m) }, void: o.Void,
+		send: func(ctx context.Context, m message.Message) error { return sender().Send(ctx, m) }, void: o.Void,
 		ledger: NewLedger(o.Redis), aead: aead, maxReceives: o.MaxReceives, lease: o.Lease, log: o.Log,
 	}, nil
 }
@@ -132,7 +132,7 @@ func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outc
 			return Expired, 0
 		}
 		return Superseded, 0
-	case errors.Is(err, guard.ErrUndeliverable):
+	case errors.Is(err, message.ErrUndeliverable):
 		d.finish(ctx, job, token, "done", false)
 		d.log.WarnContext(ctx, "the provider refuses a queued message's destination", "channel", job.Message.Channel, "err", err)
 		return Undeliverable, 0

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
-	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // Local is the in-process queue of the local server (DELIVERY_MODE
@@ -155,14 +155,14 @@ func (l *Local) Close() {
 // InProcess is DeliveryMode queue within one process (the local server):
 // the queue of h on a Local whose workers deliver with direct. Close the
 // Local when done.
-func InProcess(h Host, direct api.Sender, workers int, o Options) (*Queue, *Local, error) {
+func InProcess(h Host, direct message.Sender, workers int, o Options) (*Queue, *Local, error) {
 	local := NewLocal()
 	q, err := New(h, local, o)
 	if err != nil {
 		return nil, nil, err
 	}
 	d, err := NewDeliverer(DeliverOptions{Redis: h.Redis, SealKey: guard.DeriveKey(h.Secret, SealLabel),
-		Sender: func() api.Sender { return direct }, Void: h.Void, Log: h.Log})
+		Sender: func() message.Sender { return direct }, Void: h.Void, Log: h.Log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,6 +50,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/store"
 )
 
@@ -67,9 +68,9 @@ type Host struct {
 
 // Job is one queued message, as sealed into the queue.
 type Job struct {
-	ID      string        `json:"i"`
-	Key     string        `json:"k"` // the destination and purpose, hashed: the newest message per key wins
-	Message guard.Message `json:"m"`
+	ID      string          `json:"i"`
+	Key     string          `json:"k"` // the destination and purpose, hashed: the newest message per key wins
+	Message message.Message `json:"m"`
 	// Expires is when the code ends, in Unix ms by Redis's clock.
 	Expires int64 `json:"e"`
 }
@@ -89,7 +90,7 @@ type Options struct {
 	MaxDepth int64
 	// Rate is the messages a second the providers take, per channel: the
 	// ETA a queued send is told. Default 20.
-	Rate map[guard.Channel]int64
+	Rate map[message.Channel]int64
 	// TTL is a message's lifetime when it carries none (a Cognito code):
 	// default 15 minutes.
 	TTL time.Duration
@@ -103,7 +104,7 @@ func (f *Full) Error() string {
 }
 
 // Unwrap makes a full queue an unavailable delivery.
-func (f *Full) Unwrap() error { return guard.ErrDeliveryUnavailable }
+func (f *Full) Unwrap() error { return message.ErrUnavailable }
 
 // RetryIn is how long the caller should wait.
 func (f *Full) RetryIn() time.Duration { return f.After }
@@ -140,9 +141,9 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 	return &Queue{backend: b, ledger: NewLedger(h.Redis), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
 }
 
-// Send queues m (implements api.Sender). Errors wrap
-// guard.ErrDeliveryUnavailable; a full queue's is a *Full.
-func (q *Queue) Send(ctx context.Context, m guard.Message) error {
+// Send queues m (implements message.Sender). Errors wrap
+// message.ErrUnavailable; a full queue's is a *Full.
+func (q *Queue) Send(ctx context.Context, m message.Message) error {
 	switch depth, err := q.backend.Depth(ctx); {
 	case err != nil:
 		// the cap fails open: a send is not refused for want of a count
@@ -162,7 +163,7 @@ func (q *Queue) Send(ctx context.Context, m guard.Message) error {
 	job.Key = q.key(m, job.ID)
 	now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl)
 	if err != nil {
-		return fmt.Errorf("%w: queue: %w", guard.ErrDeliveryUnavailable, err)
+		return fmt.Errorf("%w: queue: %w", message.ErrUnavailable, err)
 	}
 	job.Expires = now.Add(ttl).UnixMilli()
 	body, err := q.sealJob(job)
@@ -170,7 +171,7 @@ func (q *Queue) Send(ctx context.Context, m guard.Message) error {
 		return err
 	}
 	if err := q.backend.Push(ctx, body); err != nil {
-		return fmt.Errorf("%w: queue: %w", guard.ErrDeliveryUnavailable, err)
+		return fmt.Errorf("%w: queue: %w", message.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -178,7 +179,7 @@ func (q *Queue) Send(ctx context.Context, m guard.Message) error {
 // Backlog is the estimated wait of the message of channel ch just queued
 // behind the others (implements api.Queuer): 0 when none is ahead, or the
 // depth is unknown.
-func (q *Queue) Backlog(ctx context.Context, ch guard.Channel) time.Duration {
+func (q *Queue) Backlog(ctx context.Context, ch message.Channel) time.Duration {
 	depth, err := q.backend.Depth(ctx)
 	if err != nil || depth <= 1 {
 		return 0
@@ -187,7 +188,7 @@ func (q *Queue) Backlog(ctx context.Context, ch guard.Channel) time.Duration {
 }
 
 // wait is how long n messages take at ch's rate, in whole seconds.
-func (q *Queue) wait(n int64, ch guard.Channel) time.Duration {
+func (q *Queue) wait(n int64, ch message.Channel) time.Duration {
 	rate := q.opts.Rate[ch]
 	if rate <= 0 {
 		rate = 20
@@ -197,7 +198,7 @@ func (q *Queue) wait(n int64, ch guard.Channel) time.Duration {
 
 // key names m's slot (where its code lives: the newest message of a slot
 // wins) without revealing it; a message without a slot is its own.
-func (q *Queue) key(m guard.Message, id string) string {
+func (q *Queue) key(m message.Message, id string) string {
 	if m.Slot == "" {
 		return "n" + id
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/api"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/pacer"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
@@ -94,11 +95,11 @@ func (b *box) last() string {
 // provider records what it sends and answers err.
 type provider struct {
 	mu   sync.Mutex
-	sent []guard.Message
+	sent []message.Message
 	err  error
 }
 
-func (p *provider) Send(_ context.Context, m guard.Message) error {
+func (p *provider) Send(_ context.Context, m message.Message) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
@@ -140,18 +141,18 @@ func newRig(t *testing.T, rdb redis.UniversalClient, o queue.Options) *rig {
 		t.Fatal(err)
 	}
 	if r.d, err = queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey(secret, queue.SealLabel),
-		Sender: func() api.Sender { return r.sender }, Void: void}); err != nil {
+		Sender: func() message.Sender { return r.sender }, Void: void}); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func message(to, code string) guard.Message {
-	return guard.Message{Channel: guard.SMS, To: to, Purpose: "login", Code: code, Text: "Your code is " + code, Slot: "otp\x00" + to + "\x00login",
+func job(to, code string) message.Message {
+	return message.Message{Channel: message.SMS, To: to, Purpose: "login", Code: code, Text: "Your code is " + code, Slot: "otp\x00" + to + "\x00login",
 		TTL: time.Minute, Receipt: "sms-per-prefix,AAAAAAAAAAAAAAAAAAAAAA,1893456000000000,1"}
 }
 
-func (r *rig) send(t *testing.T, m guard.Message) string {
+func (r *rig) send(t *testing.T, m message.Message) string {
 	t.Helper()
 	if err := r.q.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -163,9 +164,9 @@ func TestOnlyTheNewestMessageOfADestinationIsDelivered(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		r := newRig(t, rdb, queue.Options{})
 		to := "+4479460" + fmt.Sprint(time.Now().UnixNano()%100000)
-		older := r.send(t, message(to, "111111"))
-		newer := r.send(t, message(to, "222222"))
-		other := r.send(t, message(to+"9", "333333"))
+		older := r.send(t, job(to, "111111"))
+		newer := r.send(t, job(to, "222222"))
+		other := r.send(t, job(to+"9", "333333"))
 		ctx := context.Background()
 		// the newer one first, then the older one's turn comes: it is never
 		// delivered after the newer
@@ -183,7 +184,7 @@ func TestOnlyTheNewestMessageOfADestinationIsDelivered(t *testing.T) {
 		}
 		// in queue order: the older one comes first and is dropped too
 		r2 := newRig(t, rdb, queue.Options{})
-		a, b := r2.send(t, message(to, "444444")), r2.send(t, message(to, "555555"))
+		a, b := r2.send(t, job(to, "444444")), r2.send(t, job(to, "555555"))
 		if out, _ := r2.d.Deliver(ctx, a, 1); out != queue.Superseded {
 			t.Fatalf("older first: %s", out)
 		}
@@ -196,7 +197,7 @@ func TestOnlyTheNewestMessageOfADestinationIsDelivered(t *testing.T) {
 func TestARedeliveredMessageSendsOnce(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		r := newRig(t, rdb, queue.Options{})
-		body := r.send(t, message("+447946000001", "123456"))
+		body := r.send(t, job("+447946000001", "123456"))
 		ctx := context.Background()
 		if out, _ := r.d.Deliver(ctx, body, 1); out != queue.Delivered {
 			t.Fatal(out)
@@ -205,7 +206,7 @@ func TestARedeliveredMessageSendsOnce(t *testing.T) {
 			t.Fatalf("redelivered: %s", out)
 		}
 		// two consumers at once: one sends, the other finds it busy or sent
-		body = r.send(t, message("+447946000002", "654321"))
+		body = r.send(t, job("+447946000002", "654321"))
 		var wg sync.WaitGroup
 		var outs [8]queue.Outcome
 		for i := range outs {
@@ -221,7 +222,7 @@ func TestARedeliveredMessageSendsOnce(t *testing.T) {
 func TestAMessageWhoseCodeExpiredIsNotDelivered(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		r := newRig(t, rdb, queue.Options{})
-		m := message("+447946000003", "123456")
+		m := job("+447946000003", "123456")
 		m.TTL = 30 * time.Millisecond
 		body := r.send(t, m)
 		time.Sleep(60 * time.Millisecond)
@@ -240,8 +241,8 @@ func TestAMessageWhoseCodeExpiredIsNotDelivered(t *testing.T) {
 func TestAFailingProviderRetriesThenGivesTheUnitsBack(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		r := newRig(t, rdb, queue.Options{})
-		r.sender.err = fmt.Errorf("%w: sns Throttling", guard.ErrDeliveryUnavailable)
-		m := message("+447946000004", "123456")
+		r.sender.err = fmt.Errorf("%w: sns Throttling", message.ErrUnavailable)
+		m := job("+447946000004", "123456")
 		body := r.send(t, m)
 		ctx := context.Background()
 		for receive := 1; receive < 5; receive++ {
@@ -271,8 +272,8 @@ func TestAFailingProviderRetriesThenGivesTheUnitsBack(t *testing.T) {
 		}
 		// the provider is back before the message is dead: it goes out
 		r.sender.err = nil
-		body = r.send(t, message("+447946000005", "123456"))
-		r.sender.err = fmt.Errorf("%w: timed out", guard.ErrDeliveryUnavailable)
+		body = r.send(t, job("+447946000005", "123456"))
+		r.sender.err = fmt.Errorf("%w: timed out", message.ErrUnavailable)
 		if out, _ := r.d.Deliver(ctx, body, 1); out != queue.Retry {
 			t.Fatal(out)
 		}
@@ -286,8 +287,8 @@ func TestAFailingProviderRetriesThenGivesTheUnitsBack(t *testing.T) {
 func TestARefusedDestinationIsDroppedAndStaysCounted(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		r := newRig(t, rdb, queue.Options{})
-		r.sender.err = fmt.Errorf("%w: opted out", guard.ErrUndeliverable)
-		body := r.send(t, message("+447946000006", "123456"))
+		r.sender.err = fmt.Errorf("%w: opted out", message.ErrUndeliverable)
+		body := r.send(t, job("+447946000006", "123456"))
 		if out, _ := r.d.Deliver(context.Background(), body, 1); out != queue.Undeliverable {
 			t.Fatal(out)
 		}
@@ -301,18 +302,18 @@ func TestARefusedDestinationIsDroppedAndStaysCounted(t *testing.T) {
 }
 
 func TestAFullQueueRefusesWithAWait(t *testing.T) {
-	r := newRig(t, single.Client(), queue.Options{MaxDepth: 100, Rate: map[guard.Channel]int64{guard.SMS: 20}})
+	r := newRig(t, single.Client(), queue.Options{MaxDepth: 100, Rate: map[message.Channel]int64{message.SMS: 20}})
 	r.box.depth = 99
-	if err := r.q.Send(context.Background(), message("+447946000007", "123456")); err != nil {
+	if err := r.q.Send(context.Background(), job("+447946000007", "123456")); err != nil {
 		t.Fatal(err)
 	}
-	if eta := r.q.Backlog(context.Background(), guard.SMS); eta != 5*time.Second {
+	if eta := r.q.Backlog(context.Background(), message.SMS); eta != 5*time.Second {
 		t.Fatalf("98 ahead at 20/s: eta %s, want 5s", eta)
 	}
 	r.box.depth = 140
-	err := r.q.Send(context.Background(), message("+447946000008", "123456"))
+	err := r.q.Send(context.Background(), job("+447946000008", "123456"))
 	var full *queue.Full
-	if !errors.As(err, &full) || !errors.Is(err, guard.ErrDeliveryUnavailable) || full.RetryIn() != 3*time.Second {
+	if !errors.As(err, &full) || !errors.Is(err, message.ErrUnavailable) || full.RetryIn() != 3*time.Second {
 		t.Fatalf("%v, want a full queue: retry in 3s (41 over at 20/s)", err)
 	}
 	if len(r.box.bodies) != 1 {
@@ -324,7 +325,7 @@ func TestTheQueueHoldsNoCodeOrAddressInClear(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		r := newRig(t, rdb, queue.Options{})
 		const to, code = "+447946012345", "987654"
-		body := r.send(t, message(to, code))
+		body := r.send(t, job(to, code))
 		raw, err := base64.StdEncoding.DecodeString(body)
 		if err != nil {
 			t.Fatal(err)
@@ -343,7 +344,7 @@ func TestTheQueueHoldsNoCodeOrAddressInClear(t *testing.T) {
 		}
 		// a body sealed with another deployment's key opens to nothing
 		other, _ := queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey([]byte("another deployment's secret"), queue.SealLabel),
-			Sender: func() api.Sender { return r.sender }, Void: func(context.Context, string) error { return nil }})
+			Sender: func() message.Sender { return r.sender }, Void: func(context.Context, string) error { return nil }})
 		if out, _ := other.Deliver(context.Background(), body, 1); out != queue.Malformed {
 			t.Fatalf("another key: %s", out)
 		}
@@ -363,14 +364,14 @@ func TestTheLocalQueueDeliversInTheBackground(t *testing.T) {
 	}
 	defer local.Close()
 	// idle: the first message is out when Send returns
-	if err := q.Send(context.Background(), message("+447946200000", "123456")); err != nil {
+	if err := q.Send(context.Background(), job("+447946200000", "123456")); err != nil {
 		t.Fatal(err)
 	}
 	if sender.count() != 1 {
 		t.Fatal("an idle local queue answered before its first attempt")
 	}
 	for i := range 49 {
-		if err := q.Send(context.Background(), message(fmt.Sprintf("+4479461%05d", i), "123456")); err != nil {
+		if err := q.Send(context.Background(), job(fmt.Sprintf("+4479461%05d", i), "123456")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -397,7 +398,7 @@ func TestACallerHangingUpDoesNotLeaveAMessageHalfQueued(t *testing.T) {
 	r := newRig(t, single.Client(), queue.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := r.q.Send(ctx, message("+447946000009", "123456")); err != nil {
+	if err := r.q.Send(ctx, job("+447946000009", "123456")); err != nil {
 		t.Fatalf("a hung-up caller's send: %v", err)
 	}
 	if out, _ := r.d.Deliver(context.Background(), r.box.bodies[0], 1); out != queue.Delivered {
@@ -413,13 +414,13 @@ func TestOnLastReceiveTheUnitsGoBackOnce(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		for _, failOnce := range []bool{false, true} {
 			r := newRig(t, rdb, queue.Options{})
-			body := r.send(t, message(fmt.Sprintf("+4479463%05d", time.Now().UnixNano()%100000), "123456"))
+			body := r.send(t, job(fmt.Sprintf("+4479463%05d", time.Now().UnixNano()%100000), "123456"))
 			var tries atomic.Int32
 			r.d, _ = queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey(secret, queue.SealLabel),
-				Sender: func() api.Sender {
-					return senderFunc(func(ctx context.Context, m guard.Message) error {
+				Sender: func() message.Sender {
+					return senderFunc(func(ctx context.Context, m message.Message) error {
 						if tries.Add(1) == 1 || !failOnce {
-							return fmt.Errorf("%w: sns InternalError", guard.ErrDeliveryUnavailable)
+							return fmt.Errorf("%w: sns InternalError", message.ErrUnavailable)
 						}
 						return r.sender.Send(ctx, m)
 					})
@@ -449,9 +450,9 @@ func TestOnLastReceiveTheUnitsGoBackOnce(t *testing.T) {
 	})
 }
 
-type senderFunc func(ctx context.Context, m guard.Message) error
+type senderFunc func(ctx context.Context, m message.Message) error
 
-func (f senderFunc) Send(ctx context.Context, m guard.Message) error { return f(ctx, m) }
+func (f senderFunc) Send(ctx context.Context, m message.Message) error { return f(ctx, m) }
 
 // TestAFailedMessageThatIsSupersededGivesItsSendBack: a message the
 // provider failed, then superseded by a resend, was never delivered: its
@@ -461,13 +462,13 @@ func TestAFailedMessageThatIsSupersededGivesItsSendBack(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		r := newRig(t, rdb, queue.Options{})
 		to := fmt.Sprintf("+4479464%05d", time.Now().UnixNano()%100000)
-		first := r.send(t, message(to, "111111"))
-		r.sender.err = fmt.Errorf("%w: outage", guard.ErrDeliveryUnavailable)
+		first := r.send(t, job(to, "111111"))
+		r.sender.err = fmt.Errorf("%w: outage", message.ErrUnavailable)
 		if out, _ := r.d.Deliver(context.Background(), first, 1); out != queue.Retry {
 			t.Fatal(out)
 		}
 		r.sender.err = nil
-		second := r.send(t, message(to, "222222"))
+		second := r.send(t, job(to, "222222"))
 		for range 3 { // and again, as SQS may hand it over
 			if out, _ := r.d.Deliver(context.Background(), first, 2); out != queue.Superseded && out != queue.Duplicate {
 				t.Fatalf("the failed one after the resend: %s", out)
@@ -476,7 +477,7 @@ func TestAFailedMessageThatIsSupersededGivesItsSendBack(t *testing.T) {
 		if len(r.voided) != 1 {
 			t.Fatalf("given back %d times, want once", len(r.voided))
 		}
-		third := r.send(t, message(to, "333333"))
+		third := r.send(t, job(to, "333333"))
 		if out, _ := r.d.Deliver(context.Background(), second, 1); out != queue.Superseded {
 			t.Fatal(out)
 		}
@@ -504,13 +505,13 @@ func TestAMessageSupersededWhileWaitingForItsTurnIsNotSent(t *testing.T) {
 	}
 	paced := api.Paced(r.sender, pacer, 10*time.Second)
 	d, _ := queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey(secret, queue.SealLabel),
-		Sender: func() api.Sender { return paced }, Void: func(context.Context, string) error { return nil }})
+		Sender: func() message.Sender { return paced }, Void: func(context.Context, string) error { return nil }})
 	to := fmt.Sprintf("+4479465%05d", time.Now().UnixNano()%100000)
-	older := r.send(t, message(to, "111111"))
+	older := r.send(t, job(to, "111111"))
 	resent := make(chan error, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		resent <- r.q.Send(context.Background(), message(to, "222222"))
+		resent <- r.q.Send(context.Background(), job(to, "222222"))
 	}()
 	if out, _ := d.Deliver(context.Background(), older, 1); out != queue.Superseded {
 		t.Fatalf("%s, want superseded while it waited", out)
@@ -531,7 +532,7 @@ func TestAMessageSupersededWhileWaitingForItsTurnIsNotSent(t *testing.T) {
 // does not drop it.
 func TestAMessageWithoutASlotSupersedesNothing(t *testing.T) {
 	r := newRig(t, single.Client(), queue.Options{})
-	a, b := message("+447946600001", "111111"), message("+447946600001", "222222")
+	a, b := job("+447946600001", "111111"), job("+447946600001", "222222")
 	a.Slot, b.Slot = "", ""
 	first, second := r.send(t, a), r.send(t, b)
 	for _, body := range []string{first, second} {

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 )
 
 // API is the part of the SNS client the sender uses.
@@ -40,9 +40,9 @@ type Sender struct {
 // New returns a Sender.
 func New(api API, opts Options) *Sender { return &Sender{api: api, opts: opts} }
 
-// Send implements api.Sender. Errors carry the SNS error code only.
-func (s *Sender) Send(ctx context.Context, m guard.Message) error {
-	if m.Channel != guard.SMS {
+// Send implements message.Sender. Errors carry the SNS error code only.
+func (s *Sender) Send(ctx context.Context, m message.Message) error {
+	if m.Channel != message.SMS {
 		return fmt.Errorf("sns: cannot send %s", m.Channel)
 	}
 	attrs := map[string]types.MessageAttributeValue{
@@ -69,12 +69,12 @@ func (s *Sender) Send(ctx context.Context, m guard.Message) error {
 func classify(err error) error {
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
-		return fmt.Errorf("%w: sns: request failed", guard.ErrDeliveryUnavailable)
+		return fmt.Errorf("%w: sns: request failed", message.ErrUnavailable)
 	}
 	var invalid *types.InvalidParameterException
 	var invalidValue *types.InvalidParameterValueException
 	if errors.As(err, &invalid) || errors.As(err, &invalidValue) {
-		return fmt.Errorf("%w: sns %s", guard.ErrUndeliverable, ae.ErrorCode())
+		return fmt.Errorf("%w: sns %s", message.ErrUndeliverable, ae.ErrorCode())
 	}
-	return fmt.Errorf("%w: sns %s", guard.ErrDeliveryUnavailable, ae.ErrorCode())
+	return fmt.Errorf("%w: sns %s", message.ErrUnavailable, ae.ErrorCode())
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssns "github.com/aws/aws-sdk-go-v2/service/sns"
 
-	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/delivery/sns"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 	"github.com/otpguard/otpguard/templates"
@@ -28,12 +28,12 @@ func client(endpoint string) *awssns.Client {
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")})
 }
 
-func message(t *testing.T, to, locale string) guard.Message {
+func smsTo(t *testing.T, to, locale string) message.Message {
 	c, err := templates.Render("sms", locale, templates.Data{Code: "042917", Purpose: "login", TTL: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return guard.Message{Channel: guard.SMS, To: to, Purpose: "login", Locale: locale, Code: "042917", Text: c.Text}
+	return message.Message{Channel: message.SMS, To: to, Purpose: "login", Locale: locale, Code: "042917", Text: c.Text}
 }
 
 func TestPublishThroughTheSNSClient(t *testing.T) {
@@ -41,7 +41,7 @@ func TestPublishThroughTheSNSClient(t *testing.T) {
 	defer fake.Close()
 	s := sns.New(client(fake.URL), sns.Options{SenderID: "OTPGUARD", MaxPrice: "0.50"})
 	for _, loc := range templates.Locales() {
-		if err := s.Send(context.Background(), message(t, "+447911123456", loc)); err != nil {
+		if err := s.Send(context.Background(), smsTo(t, "+447911123456", loc)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,8 +77,8 @@ func TestSNSErrorsAreMappedAndCarryNoCode(t *testing.T) {
 	fake.Fail("+15005550001", "InvalidParameter")
 	fake.Fail("+15005550002", "Throttling")
 	s := sns.New(client(fake.URL), sns.Options{})
-	for to, want := range map[string]error{"+15005550001": guard.ErrUndeliverable, "+15005550002": guard.ErrDeliveryUnavailable} {
-		err := s.Send(context.Background(), message(t, to, "en"))
+	for to, want := range map[string]error{"+15005550001": message.ErrUndeliverable, "+15005550002": message.ErrUnavailable} {
+		err := s.Send(context.Background(), smsTo(t, to, "en"))
 		if !errors.Is(err, want) {
 			t.Errorf("%s: %v, want %v", to, err, want)
 		}
@@ -87,7 +87,7 @@ func TestSNSErrorsAreMappedAndCarryNoCode(t *testing.T) {
 		}
 	}
 	down := sns.New(client("http://127.0.0.1:1"), sns.Options{})
-	if err := down.Send(context.Background(), message(t, "+447911123456", "en")); !errors.Is(err, guard.ErrDeliveryUnavailable) {
+	if err := down.Send(context.Background(), smsTo(t, "+447911123456", "en")); !errors.Is(err, message.ErrUnavailable) {
 		t.Errorf("endpoint down: %v", err)
 	}
 }

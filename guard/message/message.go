@@ -1,11 +1,23 @@
-package guard
+// Package message is the contract between the HTTP API and the senders
+// that deliver its codes (SES, SNS, the delivery queue, the local
+// outbox): the [Message] a sender receives, the [Sender] it implements
+// and the errors it wraps. A sender imports this package, not the
+// engine.
+package message
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
+	"context"
 	"errors"
 	"time"
+)
+
+// Channel is how a code reaches its destination.
+type Channel string
+
+// The channels.
+const (
+	Email Channel = "email"
+	SMS   Channel = "sms"
 )
 
 // Message is one verification code on its way to a destination: what the
@@ -31,10 +43,17 @@ type Message struct {
 	// TTL is the code's lifetime: a queued message not delivered within
 	// it is dropped. Zero: the queue's default.
 	TTL time.Duration
-	// Receipt is the send's void receipt (Guard.VoidReceipt), or empty: a
-	// queued message given up on settles it void, so a provider outage
-	// spends nobody's budget.
+	// Receipt is the send's void receipt (the guard's VoidReceipt), or
+	// empty: a queued message given up on settles it void, so a provider
+	// outage spends nobody's budget.
 	Receipt string
+}
+
+// Sender delivers a rendered message. It wraps ErrUndeliverable or
+// ErrUnavailable so the API can answer clearly, and never puts the code
+// in an error.
+type Sender interface {
+	Send(ctx context.Context, m Message) error
 }
 
 // Delivery errors a sender wraps, so the API can answer each clearly.
@@ -42,20 +61,7 @@ var (
 	// ErrUndeliverable: the provider refuses this destination (opted out,
 	// suppressed, not a reachable number). Retrying will not help.
 	ErrUndeliverable = errors.New("the provider refuses this destination")
-	// ErrDeliveryUnavailable: the provider failed or throttled; a later
-	// retry may succeed.
-	ErrDeliveryUnavailable = errors.New("the message provider is unavailable")
+	// ErrUnavailable: the provider failed or throttled; a later retry may
+	// succeed.
+	ErrUnavailable = errors.New("the message provider is unavailable")
 )
-
-// Fingerprint names a subject in logs and metrics without revealing it:
-// 72 bits of a keyed hash (the deployment secret) of the dimension and
-// value, base64url: the same subject always has the same fingerprint, so
-// its decisions can be followed through the logs.
-func (g *Guard) Fingerprint(dimension, value string) string {
-	if value == "" {
-		return ""
-	}
-	m := hmac.New(sha256.New, g.secret)
-	m.Write([]byte("log\x00" + dimension + "\x00" + value))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:9])
-}

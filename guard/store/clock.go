@@ -1,0 +1,27 @@
+package store
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Clock is the store's time as this process last learnt it (every
+// [OpResult] carries it), advanced by the process's clock since: the
+// in-process backstop counts in it, so that its windows and lockouts
+// agree with the store's however the container's clock is set. The zero
+// Clock is the process's time until it observes the store's.
+type Clock struct {
+	offset atomic.Int64 // store time minus process time, ns
+}
+
+// Now is the store's time, estimated.
+func (c *Clock) Now() time.Time {
+	return time.Now().Add(time.Duration(c.offset.Load()))
+}
+
+// Observe notes a time the store answered; the zero time is ignored.
+func (c *Clock) Observe(t time.Time) {
+	if !t.IsZero() {
+		c.offset.Store(int64(time.Until(t)))
+	}
+}
