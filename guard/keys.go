@@ -70,7 +70,7 @@ func (r *rule) result(o store.OpResult, member string) Result {
 		res.RetryAfter = 0
 	}
 	if res.Locked && !o.Now.IsZero() {
-		res.LockedUntil = o.Now.Add(res.RetryAfter)
+		res.LockedUntil = o.Now.Add(o.RetryAfter) // the store's: a challenged result reports no RetryAfter
 	}
 	return res
 }

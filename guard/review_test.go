@@ -85,40 +85,45 @@ func TestARenewedDeviceTokenKeepsItsDeviceOnlyForItsAccount(t *testing.T) {
 }
 
 // TestEveryRequestMeetingALockoutNamesItAlike: two failures settled one
-// after the other at the limit, and the denials that follow, report the
-// same LockedUntil: the instant names the lockout, so its event is
-// published once however many meet it.
+// after the other at the limit, and the requests that meet the lockout
+// after them, report the same LockedUntil, in every mode (a challenge
+// rule's requests are asked for a proof, not denied): the instant names
+// the lockout, so its event is published once however many meet it.
 func TestEveryRequestMeetingALockoutNamesItAlike(t *testing.T) {
-	g := newGuard(t, "rules:\n  - {name: locks, action: login, key: [account], count: failures, limit: 2, window: 1h, lockout: {initial: 10m, factor: 2, max: 1h}, onStoreError: deny}\n",
-		memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
-	ctx := context.Background()
-	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
-	a, _ := g.Allow(ctx, req)
-	b, _ := g.Allow(ctx, req)
-	var seen []guard.Result
-	for _, d := range []guard.Decision{a, b} {
-		time.Sleep(3 * time.Millisecond)
-		res, err := g.Settle(ctx, req, d, guard.Failure)
-		if err != nil || len(res) != 1 {
-			t.Fatalf("settle: %+v %v", res, err)
-		}
-		seen = append(seen, res[0])
-	}
-	for range 2 {
-		time.Sleep(3 * time.Millisecond)
-		d, err := g.Allow(ctx, req)
-		if err != nil || d.Allowed || len(d.Rules) != 1 {
-			t.Fatalf("while locked: %+v %v", d, err)
-		}
-		seen = append(seen, d.Rules[0])
-	}
-	until := seen[0].LockedUntil
-	if until.IsZero() {
-		t.Fatalf("the lockout's start reports no end: %+v", seen[0])
-	}
-	for i, r := range seen {
-		if !r.Locked || !r.LockedUntil.Equal(until) {
-			t.Errorf("request %d: locked %v until %v, want until %v", i+1, r.Locked, r.LockedUntil, until)
-		}
+	for _, mode := range []string{"enforce", "shadow", "challenge"} {
+		t.Run(mode, func(t *testing.T) {
+			g := newGuard(t, "rules:\n  - {name: locks, action: login, key: [account], count: failures, limit: 2, window: 1h, lockout: {initial: 10m, factor: 2, max: 1h}, mode: "+mode+", onStoreError: deny}\n",
+				memstore.New(time.Now), guard.Options{Secret: []byte(secret)})
+			ctx := context.Background()
+			req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+			a, _ := g.Allow(ctx, req)
+			b, _ := g.Allow(ctx, req)
+			var seen []guard.Result
+			for _, d := range []guard.Decision{a, b} {
+				time.Sleep(3 * time.Millisecond)
+				res, err := g.Settle(ctx, req, d, guard.Failure)
+				if err != nil || len(res) != 1 {
+					t.Fatalf("settle: %+v %v", res, err)
+				}
+				seen = append(seen, res[0])
+			}
+			for range 2 {
+				time.Sleep(3 * time.Millisecond)
+				d, err := g.Allow(ctx, req)
+				if err != nil || len(d.Rules) != 1 || d.Allowed != (mode != "enforce") {
+					t.Fatalf("while locked: %+v %v", d, err)
+				}
+				seen = append(seen, d.Rules[0])
+			}
+			until := seen[0].LockedUntil
+			if until.IsZero() {
+				t.Fatalf("the lockout's start reports no end: %+v", seen[0])
+			}
+			for i, r := range seen {
+				if !r.Locked || !r.LockedUntil.Equal(until) {
+					t.Errorf("request %d: locked %v until %v, want until %v", i+1, r.Locked, r.LockedUntil, until)
+				}
+			}
+		})
 	}
 }

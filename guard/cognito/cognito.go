@@ -1,7 +1,8 @@
 // Package cognito is the authenticator on an Amazon Cognito user pool
-// (AUTH=cognito), through the aws-sdk-go-v2 Cognito Identity Provider
-// client: InitiateAuth with USER_PASSWORD_AUTH for login, SignUp for
-// signup, each with SECRET_HASH when the app client has a secret.
+// (AUTH=cognito), through the Cognito Identity Provider API's JSON
+// protocol (internal/awsjson, unsigned as these operations are):
+// InitiateAuth with USER_PASSWORD_AUTH for login, SignUp for signup, each
+// with SECRET_HASH when the app client has a secret.
 //
 // Every error a user can cause maps to an answer that tells no account
 // apart from another: a wrong password, an unknown user, an unconfirmed
@@ -31,67 +32,80 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
-	"github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider/types"
-	"github.com/aws/smithy-go"
 	"github.com/otpguard/otpguard/guard/authn"
 )
 
-// API is the part of the Cognito client the authenticator uses.
-type API interface {
-	InitiateAuth(ctx context.Context, in *cip.InitiateAuthInput, opts ...func(*cip.Options)) (*cip.InitiateAuthOutput, error)
-	SignUp(ctx context.Context, in *cip.SignUpInput, opts ...func(*cip.Options)) (*cip.SignUpOutput, error)
+// Caller calls one operation of the Cognito Identity Provider API (the
+// JSON 1.1 protocol; internal/awsjson's Client, with anonymous
+// credentials): in is sent as JSON and the answer decoded into out. An
+// error the service answered has an ErrorCode method giving its code.
+type Caller interface {
+	Call(ctx context.Context, operation string, in, out any) error
 }
 
 // Authenticator fronts one app client of a user pool.
 type Authenticator struct {
-	api              API
+	api              Caller
 	clientID, secret string
 }
 
 // New returns the authenticator for app client clientID (clientSecret ""
 // when the client has none).
-func New(api API, clientID, clientSecret string) *Authenticator {
+func New(api Caller, clientID, clientSecret string) *Authenticator {
 	return &Authenticator{api: api, clientID: clientID, secret: clientSecret}
 }
 
-// secretHash is Base64(HMAC-SHA256(client secret, username + client id)).
-func (a *Authenticator) secretHash(username string) *string {
+// secretHash is Base64(HMAC-SHA256(client secret, username + client id)),
+// or "" when the client has no secret.
+func (a *Authenticator) secretHash(username string) string {
 	if a.secret == "" {
-		return nil
+		return ""
 	}
 	m := hmac.New(sha256.New, []byte(a.secret))
 	m.Write([]byte(username + a.clientID))
-	return aws.String(base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// initiateAuth is InitiateAuth's input and answer.
+type initiateAuth struct {
+	AuthFlow       string
+	ClientId       string
+	AuthParameters map[string]string
+}
+
+type initiateAuthAnswer struct {
+	ChallengeName, Session string
+	AuthenticationResult   *struct {
+		AccessToken, IdToken, TokenType string
+		RefreshToken                    *string
+		ExpiresIn                       int32
+	}
 }
 
 // Login implements api.Authenticator.
 func (a *Authenticator) Login(ctx context.Context, l authn.Login) (authn.LoginResult, error) {
 	params := map[string]string{"USERNAME": l.Username, "PASSWORD": l.Password}
-	if h := a.secretHash(l.Username); h != nil {
-		params["SECRET_HASH"] = *h
+	if h := a.secretHash(l.Username); h != "" {
+		params["SECRET_HASH"] = h
 	}
-	out, err := a.api.InitiateAuth(ctx, &cip.InitiateAuthInput{
-		AuthFlow: types.AuthFlowTypeUserPasswordAuth, ClientId: aws.String(a.clientID), AuthParameters: params,
-	})
+	var out initiateAuthAnswer
+	err := a.api.Call(ctx, "InitiateAuth", initiateAuth{AuthFlow: "USER_PASSWORD_AUTH", ClientId: a.clientID, AuthParameters: params}, &out)
 	if err != nil {
 		return authn.LoginResult{}, classify(err)
 	}
 	if out.ChallengeName != "" {
-		return authn.LoginResult{Challenge: &authn.Challenge{Name: string(out.ChallengeName), Session: aws.ToString(out.Session)}}, nil
+		return authn.LoginResult{Challenge: &authn.Challenge{Name: out.ChallengeName, Session: out.Session}}, nil
 	}
 	r := out.AuthenticationResult
 	if r == nil {
 		return authn.LoginResult{}, fmt.Errorf("%w: cognito answered neither tokens nor a challenge", authn.ErrUnavailable)
 	}
-	res := map[string]any{"accessToken": aws.ToString(r.AccessToken), "idToken": aws.ToString(r.IdToken),
-		"expiresIn": r.ExpiresIn, "tokenType": aws.ToString(r.TokenType)}
+	res := map[string]any{"accessToken": r.AccessToken, "idToken": r.IdToken, "expiresIn": r.ExpiresIn, "tokenType": r.TokenType}
 	if r.RefreshToken != nil {
 		res["refreshToken"] = *r.RefreshToken
 	}
 	out2 := authn.LoginResult{Fields: map[string]any{"authenticationResult": res}}
-	out2.VerifiedEmail, out2.VerifiedPhone = verified(aws.ToString(r.IdToken))
+	out2.VerifiedEmail, out2.VerifiedPhone = verified(r.IdToken)
 	return out2, nil
 }
 
@@ -129,21 +143,20 @@ func verified(idToken string) (email, phone string) {
 // SignUp implements api.Authenticator: Cognito then sends its own
 // confirmation code.
 func (a *Authenticator) SignUp(ctx context.Context, s authn.SignUp) error {
-	attrs := []types.AttributeType{{Name: aws.String("email"), Value: aws.String(s.Email)}}
+	type attribute struct{ Name, Value string }
+	attrs := []attribute{{"email", s.Email}}
 	for _, k := range slices.Sorted(maps.Keys(s.Attributes)) {
 		if k != "email" {
-			attrs = append(attrs, types.AttributeType{Name: aws.String(k), Value: aws.String(s.Attributes[k])})
+			attrs = append(attrs, attribute{k, s.Attributes[k]})
 		}
 	}
-	_, err := a.api.SignUp(ctx, &cip.SignUpInput{
-		ClientId: aws.String(a.clientID), Username: aws.String(s.Email), Password: aws.String(s.Password),
-		SecretHash: a.secretHash(s.Email), UserAttributes: attrs,
-	})
-	code := ""
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		code = ae.ErrorCode()
-	}
+	in := struct {
+		ClientId, Username, Password string
+		SecretHash                   string `json:",omitempty"`
+		UserAttributes               []attribute
+	}{a.clientID, s.Email, s.Password, a.secretHash(s.Email), attrs}
+	err := a.api.Call(ctx, "SignUp", in, nil)
+	code := errorCode(err)
 	switch {
 	case err == nil, code == "UsernameExistsException", code == "CodeDeliveryFailureException":
 		// A registered address answers as a new one. A code Cognito could
@@ -157,13 +170,21 @@ func (a *Authenticator) SignUp(ctx context.Context, s authn.SignUp) error {
 	return classify(err)
 }
 
+// errorCode is the code of an error the service answered, or "".
+func errorCode(err error) string {
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) {
+		return coded.ErrorCode()
+	}
+	return ""
+}
+
 // classify maps a Cognito error to the authenticator outcomes, by error
-// code (the typed errors of the SDK, or an emulator's generic ones).
+// code (Cognito's, or an emulator's).
 func classify(err error) error {
-	code := "network"
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		code = ae.ErrorCode()
+	code := errorCode(err)
+	if code == "" {
+		code = "network"
 	}
 	switch code {
 	case "NotAuthorizedException", "UserNotFoundException", "UserNotConfirmedException", "PasswordResetRequiredException",

@@ -5,35 +5,48 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
-	"github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/otpguard/otpguard/guard/authn"
 	"github.com/otpguard/otpguard/guard/cognito"
 )
 
-// fake answers every call with err, or out; it records the inputs.
+// fake answers every call with err, or with auth (InitiateAuth's JSON
+// answer); it records each call's operation and its input as the wire
+// has it (JSON, decoded).
 type fake struct {
-	err    error
-	auth   *cip.InitiateAuthOutput
-	inAuth *cip.InitiateAuthInput
-	inUp   *cip.SignUpInput
+	err  error
+	auth string
+	op   string
+	in   map[string]any
 }
 
-func (f *fake) InitiateAuth(_ context.Context, in *cip.InitiateAuthInput, _ ...func(*cip.Options)) (*cip.InitiateAuthOutput, error) {
-	f.inAuth = in
-	return f.auth, f.err
+func (f *fake) Call(_ context.Context, op string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	f.op, f.in = op, nil
+	if err := json.Unmarshal(b, &f.in); err != nil {
+		return err
+	}
+	if f.err != nil {
+		return f.err
+	}
+	if out != nil && f.auth != "" {
+		return json.Unmarshal([]byte(f.auth), out)
+	}
+	return nil
 }
 
-func (f *fake) SignUp(_ context.Context, in *cip.SignUpInput, _ ...func(*cip.Options)) (*cip.SignUpOutput, error) {
-	f.inUp = in
-	return &cip.SignUpOutput{}, f.err
-}
+// apiError is an error the service answered (as awsjson.Error has it).
+type apiError string
+
+func (e apiError) Error() string     { return "cognito: " + string(e) }
+func (e apiError) ErrorCode() string { return string(e) }
 
 func TestLoginErrorsMapEnumerationSafe(t *testing.T) {
 	for code, want := range map[string]error{
@@ -46,14 +59,11 @@ func TestLoginErrorsMapEnumerationSafe(t *testing.T) {
 		"InternalErrorException":         authn.ErrUnavailable,
 		"ResourceNotFoundException":      authn.ErrUnavailable,
 	} {
-		for _, err := range []error{&smithy.GenericAPIError{Code: code}, typed(code)} {
-			if err == nil {
-				continue
-			}
+		for _, err := range []error{apiError(code), fmt.Errorf("InitiateAuth: %w", apiError(code))} {
 			a := cognito.New(&fake{err: err}, "client", "")
 			_, got := a.Login(context.Background(), authn.Login{Username: "u@example.com", Password: "p"})
 			if !errors.Is(got, want) {
-				t.Errorf("%s (%T): %v, want %v", code, err, got, want)
+				t.Errorf("%s (%v): %v, want %v", code, err, got, want)
 			}
 		}
 	}
@@ -62,39 +72,27 @@ func TestLoginErrorsMapEnumerationSafe(t *testing.T) {
 	}
 }
 
-func typed(code string) error {
-	switch code {
-	case "NotAuthorizedException":
-		return &types.NotAuthorizedException{Message: aws.String("Incorrect username or password.")}
-	case "UserNotFoundException":
-		return &types.UserNotFoundException{}
-	case "UserNotConfirmedException":
-		return &types.UserNotConfirmedException{}
-	case "PasswordResetRequiredException":
-		return &types.PasswordResetRequiredException{}
-	case "TooManyRequestsException":
-		return &types.TooManyRequestsException{}
-	}
-	return nil
-}
-
 func TestLoginSuccessChallengeAndSecretHash(t *testing.T) {
-	f := &fake{auth: &cip.InitiateAuthOutput{AuthenticationResult: &types.AuthenticationResultType{
-		AccessToken: aws.String("a"), IdToken: aws.String("i"), RefreshToken: aws.String("r"), ExpiresIn: 3600, TokenType: aws.String("Bearer")}}}
+	f := &fake{auth: `{"AuthenticationResult":{"AccessToken":"a","IdToken":"i","RefreshToken":"r","ExpiresIn":3600,"TokenType":"Bearer"},"ChallengeParameters":{}}`}
 	a := cognito.New(f, "client", "s3cret")
 	res, err := a.Login(context.Background(), authn.Login{Username: "u@example.com", Password: "p"})
-	if err != nil || res.Fields["authenticationResult"].(map[string]any)["accessToken"] != "a" {
+	r, _ := res.Fields["authenticationResult"].(map[string]any)
+	if err != nil || r["accessToken"] != "a" || r["idToken"] != "i" || r["refreshToken"] != "r" || r["expiresIn"] != int32(3600) || r["tokenType"] != "Bearer" {
 		t.Fatalf("%+v %v", res, err)
 	}
-	if f.inAuth.AuthFlow != types.AuthFlowTypeUserPasswordAuth || f.inAuth.AuthParameters["USERNAME"] != "u@example.com" {
-		t.Errorf("input %+v", f.inAuth)
+	params, _ := f.in["AuthParameters"].(map[string]any)
+	if f.op != "InitiateAuth" || f.in["AuthFlow"] != "USER_PASSWORD_AUTH" || f.in["ClientId"] != "client" || params["USERNAME"] != "u@example.com" || params["PASSWORD"] != "p" {
+		t.Errorf("%s %+v", f.op, f.in)
 	}
 	mac := hmac.New(sha256.New, []byte("s3cret"))
 	mac.Write([]byte("u@example.comclient"))
-	if got, want := f.inAuth.AuthParameters["SECRET_HASH"], base64.StdEncoding.EncodeToString(mac.Sum(nil)); got != want {
+	if got, want := params["SECRET_HASH"], base64.StdEncoding.EncodeToString(mac.Sum(nil)); got != want {
 		t.Errorf("SECRET_HASH %q, want %q", got, want)
 	}
-	f.auth = &cip.InitiateAuthOutput{ChallengeName: types.ChallengeNameTypeSoftwareTokenMfa, Session: aws.String("sess")}
+	if err := a.SignUp(context.Background(), authn.SignUp{Email: "u@example.com", Password: "p"}); err != nil || f.in["SecretHash"] != base64.StdEncoding.EncodeToString(mac.Sum(nil)) {
+		t.Errorf("a signup's SecretHash: %v %+v", err, f.in)
+	}
+	f.auth = `{"ChallengeName":"SOFTWARE_TOKEN_MFA","Session":"sess","ChallengeParameters":{}}`
 	res, err = a.Login(context.Background(), authn.Login{Username: "u@example.com", Password: "p"})
 	if err != nil || res.Challenge == nil || res.Challenge.Name != "SOFTWARE_TOKEN_MFA" || res.Challenge.Session != "sess" {
 		t.Errorf("challenge: %+v %v", res, err)
@@ -112,15 +110,20 @@ func TestSignUpAnswers(t *testing.T) {
 	} {
 		var err error
 		if code != "" {
-			err = &smithy.GenericAPIError{Code: code}
+			err = apiError(code)
 		}
 		f := &fake{err: err}
 		got := cognito.New(f, "client", "").SignUp(context.Background(), authn.SignUp{Email: "u@example.com", Password: "p", Attributes: map[string]string{"name": "U"}})
 		if (want == nil && got != nil) || (want != nil && !errors.Is(got, want)) {
 			t.Errorf("%q: %v, want %v", code, got, want)
 		}
-		if len(f.inUp.UserAttributes) != 2 {
-			t.Errorf("attributes %+v", f.inUp.UserAttributes)
+		attrs, _ := json.Marshal(f.in["UserAttributes"])
+		if f.op != "SignUp" || f.in["ClientId"] != "client" || f.in["Username"] != "u@example.com" || f.in["Password"] != "p" ||
+			string(attrs) != `[{"Name":"email","Value":"u@example.com"},{"Name":"name","Value":"U"}]` {
+			t.Errorf("%s %+v", f.op, f.in)
+		}
+		if _, ok := f.in["SecretHash"]; ok {
+			t.Errorf("a client without a secret sends a SecretHash: %+v", f.in)
 		}
 	}
 }
@@ -128,8 +131,8 @@ func TestSignUpAnswers(t *testing.T) {
 // The addresses a step-up code may go to are the ID token's verified ones
 // (docs/contract.md §6): an unverified email is no address.
 func TestVerifiedAddressesComeFromTheIDToken(t *testing.T) {
-	idToken := func(claims string) *string {
-		return aws.String("eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig")
+	idToken := func(claims string) string {
+		return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig"
 	}
 	for _, c := range []struct {
 		claims       string
@@ -140,8 +143,7 @@ func TestVerifiedAddressesComeFromTheIDToken(t *testing.T) {
 		{`{"email":"a@example.com","email_verified":"true"}`, "a@example.com", ""},
 		{`not json`, "", ""},
 	} {
-		f := &fake{auth: &cip.InitiateAuthOutput{AuthenticationResult: &types.AuthenticationResultType{
-			AccessToken: aws.String("a"), IdToken: idToken(c.claims), ExpiresIn: 3600, TokenType: aws.String("Bearer")}}}
+		f := &fake{auth: `{"AuthenticationResult":{"AccessToken":"a","IdToken":"` + idToken(c.claims) + `","ExpiresIn":3600,"TokenType":"Bearer"}}`}
 		res, err := cognito.New(f, "client", "").Login(context.Background(), authn.Login{Username: "u", Password: "p"})
 		if err != nil || res.VerifiedEmail != c.email || res.VerifiedPhone != c.phone {
 			t.Errorf("%s: %q %q %v, want %q %q", c.claims, res.VerifiedEmail, res.VerifiedPhone, err, c.email, c.phone)

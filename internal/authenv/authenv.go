@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 
 	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/cognito"
@@ -26,7 +25,7 @@ import (
 //	AUTH=local    USERS_PATH (JSON lines of {"username","passwordHash"}; unset: in memory)
 //	AUTH=cognito  COGNITO_CLIENT_ID, COGNITO_USER_POOL_ID (its region, when AWS_REGION is unset),
 //	              COGNITO_CLIENT_SECRET (when the app client has one); AWS_ENDPOINT_URL_COGNITO_IDENTITY_PROVIDER
-//	              or AWS_ENDPOINT_URL point the SDK at a local Cognito
+//	              or AWS_ENDPOINT_URL point it at a local Cognito
 //	AUTH=http     AUTH_UPSTREAM_URL (POST <url>/login, <url>/signup), AUTH_TIMEOUT (default 5s),
 //	              AUTH_UPSTREAM_PORT (the port the network opens to it: a URL on another is refused)
 //
@@ -50,33 +49,8 @@ func Authenticator(getenv func(string) string, allowLocal bool, clientSecret fun
 		}
 		return u, u.Close, nil
 	case "cognito":
-		id, pool := getenv("COGNITO_CLIENT_ID"), getenv("COGNITO_USER_POOL_ID")
-		if id == "" {
-			return nil, close, errors.New("AUTH=cognito needs COGNITO_CLIENT_ID")
-		}
-		region := getenv("AWS_REGION")
-		if region == "" {
-			region = getenv("AWS_DEFAULT_REGION")
-		}
-		if before, _, ok := strings.Cut(pool, "_"); region == "" && ok {
-			region = before
-		}
-		if region == "" {
-			return nil, close, errors.New("AUTH=cognito needs AWS_REGION (or COGNITO_USER_POOL_ID, whose prefix is its region)")
-		}
-		secret := getenv("COGNITO_CLIENT_SECRET")
-		if clientSecret != nil {
-			if secret, err = clientSecret(); err != nil {
-				return nil, close, err
-			}
-		}
-		cfg := awsjson.Config(getenv, region)
-		c := cip.NewFromConfig(cfg, func(o *cip.Options) {
-			if u := awsjson.EnvEndpoint(getenv, "COGNITO_IDENTITY_PROVIDER"); u != "" {
-				o.BaseEndpoint = aws.String(u)
-			}
-		})
-		return cognito.New(c, id, secret), close, nil
+		a, err := cognitoFromEnv(getenv, clientSecret)
+		return a, close, err
 	case "http":
 		timeout := 5 * time.Second
 		if v := getenv("AUTH_TIMEOUT"); v != "" {
@@ -91,6 +65,40 @@ func Authenticator(getenv func(string) string, allowLocal bool, clientSecret fun
 		return u, close, err
 	}
 	return nil, close, fmt.Errorf("AUTH: want local, cognito or http, got %q", kind)
+}
+
+// cognitoFromEnv is AUTH=cognito's authenticator: the app client, its
+// region and secret, and the endpoint (a local Cognito in tests).
+func cognitoFromEnv(getenv func(string) string, clientSecret func() (string, error)) (api.Authenticator, error) {
+	id, pool := getenv("COGNITO_CLIENT_ID"), getenv("COGNITO_USER_POOL_ID")
+	if id == "" {
+		return nil, errors.New("AUTH=cognito needs COGNITO_CLIENT_ID")
+	}
+	region := getenv("AWS_REGION")
+	if region == "" {
+		region = getenv("AWS_DEFAULT_REGION")
+	}
+	if before, _, ok := strings.Cut(pool, "_"); region == "" && ok {
+		region = before
+	}
+	if region == "" {
+		return nil, errors.New("AUTH=cognito needs AWS_REGION (or COGNITO_USER_POOL_ID, whose prefix is its region)")
+	}
+	secret := getenv("COGNITO_CLIENT_SECRET")
+	if clientSecret != nil {
+		var err error
+		if secret, err = clientSecret(); err != nil {
+			return nil, err
+		}
+	}
+	// InitiateAuth and SignUp take no credentials: sent unsigned, as the
+	// SDK sends them.
+	cfg := awsjson.Config(getenv, region)
+	cfg.Credentials = aws.AnonymousCredentials{}
+	if u := awsjson.EnvEndpoint(getenv, "COGNITO_IDENTITY_PROVIDER"); u != "" {
+		cfg.BaseEndpoint = aws.String(u)
+	}
+	return cognito.New(awsjson.New(cfg, "cognito-idp", "AWSCognitoIdentityProviderService"), id, secret), nil
 }
 
 // portMatches checks the upstream URL against AUTH_UPSTREAM_PORT, the

@@ -1,9 +1,12 @@
-// Package awsjson calls AWS services that speak the JSON 1.1 protocol
-// (Secrets Manager, SSM) with the SDK's own SigV4 signer and credentials,
-// without their generated clients: the functions make two read calls, and
-// the generated SSM client alone adds about 2 MB to every binary. Signed
-// (signed.go) is the signed POST they share with internal/delivery's SES
-// and SNS calls.
+// Package awsjson is otpguard's one home for AWS calls: the SDK
+// configuration from the environment (Config), the endpoint table
+// (Endpoint), one signing path (Signed: the SDK's own SigV4 signer and
+// credentials) and the JSON protocol's calls (Client) — without the
+// generated clients, whose middleware and schema tables add megabytes to
+// every binary (the SSM client alone about 2 MB). Every AWS call of the
+// product goes through it: Secrets Manager, SSM, KMS, EventBridge,
+// Cognito, CloudWatch (JSON), SES v2 (REST JSON), SNS and SQS (query) in
+// internal/delivery, and the console's signed calls to the stack's API.
 package awsjson
 
 import (
@@ -20,15 +23,28 @@ import (
 // Client calls one service.
 type Client struct {
 	*Signed
-	prefix   string // X-Amz-Target prefix: secretsmanager, AmazonSSM
-	endpoint string
+	prefix      string // X-Amz-Target prefix: secretsmanager, AmazonSSM
+	endpoint    string
+	contentType string // the protocol's version
+	queryMode   bool   // a query-compatible service (CloudWatch): its errors keep the query protocol's codes
 }
 
 // New returns a client of service (its signing name and endpoint prefix)
-// whose operations are targetPrefix.Operation. cfg gives the region, the
-// credentials and BaseEndpoint (AWS_ENDPOINT_URL).
+// whose operations are targetPrefix.Operation in the JSON 1.1 protocol.
+// cfg gives the region, the credentials and BaseEndpoint
+// (AWS_ENDPOINT_URL).
 func New(cfg aws.Config, service, targetPrefix string) *Client {
-	return &Client{Signed: NewSigned(cfg, service, 5*time.Second), prefix: targetPrefix, endpoint: Endpoint(cfg, service) + "/"}
+	return &Client{Signed: NewSigned(cfg, service, 5*time.Second), prefix: targetPrefix, endpoint: Endpoint(cfg, service) + "/",
+		contentType: "application/x-amz-json-1.1"}
+}
+
+// New10 is New for a query-compatible service of the JSON 1.0 protocol
+// (CloudWatch): the requests say so (x-amzn-query-mode), as AWS's SDKs
+// send them, so that its errors keep the codes its query protocol has.
+func New10(cfg aws.Config, service, targetPrefix string) *Client {
+	c := New(cfg, service, targetPrefix)
+	c.contentType, c.queryMode = "application/x-amz-json-1.0", true
+	return c
 }
 
 // Error is the service's answer to a failed call.
@@ -39,6 +55,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Message) }
+
+// ErrorCode is the service's error code (as the SDK's smithy.APIError
+// names it), for callers that classify errors without importing this
+// package.
+func (e *Error) ErrorCode() string { return e.Code }
 
 // Is the error code?
 func Is(err error, code string) bool {
@@ -68,7 +89,11 @@ func (c *Client) Call(ctx context.Context, operation string, in, out any) error 
 }
 
 func (c *Client) call(ctx context.Context, operation string, body []byte, out any) error {
-	status, header, raw, err := c.Post(ctx, c.endpoint, "application/x-amz-json-1.1", map[string]string{"X-Amz-Target": c.prefix + "." + operation}, body)
+	h := map[string]string{"X-Amz-Target": c.prefix + "." + operation}
+	if c.queryMode {
+		h["X-Amzn-Query-Mode"] = "true"
+	}
+	status, header, raw, err := c.Post(ctx, c.endpoint, c.contentType, h, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.service, operation, err)
 	}
@@ -82,6 +107,9 @@ func (c *Client) call(ctx context.Context, operation string, body []byte, out an
 		code := e.Type
 		if i := strings.LastIndexByte(code, '#'); i >= 0 {
 			code = code[i+1:]
+		}
+		if q, _, _ := strings.Cut(header.Get("X-Amzn-Query-Error"), ";"); q != "" {
+			code = q // a query-compatible service's own code
 		}
 		if code == "" {
 			code = header.Get("X-Amzn-ErrorType")

@@ -2,9 +2,15 @@ package awsjson_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/otpguard/otpguard/internal/awsjson"
@@ -51,5 +57,72 @@ func TestSecretsAndParameters(t *testing.T) {
 		if c == "" {
 			t.Error("an unrecognised call")
 		}
+	}
+}
+
+// TestTheWireFormat: what each kind of call puts on the wire, as AWS's
+// SDKs put it (botocore's JSON serializer was the reference): a JSON 1.0
+// query-compatible call (CloudWatch) says so and is signed for its
+// service; its error's query code wins over __type; a client of
+// anonymous credentials (Cognito's public operations) signs nothing; a
+// signed GET without a body (the console's execute-api calls) is signed
+// with the empty body's hash.
+func TestTheWireFormat(t *testing.T) {
+	type seen struct{ method, target, contentType, queryMode, auth, date, body string }
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.Header.Get("X-Amz-Target"), r.Header.Get("Content-Type"), r.Header.Get("X-Amzn-Query-Mode"),
+			r.Header.Get("Authorization"), r.Header.Get("X-Amz-Date"), string(b)}
+		if r.Header.Get("X-Amz-Target") == "GraniteServiceVersion20100801.PutMetricAlarm" {
+			w.Header().Set("X-Amzn-Query-Error", "LimitExceeded;Sender")
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"__type":"com.amazonaws.cloudwatch#LimitExceededFault","message":"too many"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+
+	cw := awsjson.New10(config(srv.URL), "monitoring", "GraniteServiceVersion20100801")
+	if err := cw.Call(ctx, "GetMetricData", map[string]int{"StartTime": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := <-got
+	if s.target != "GraniteServiceVersion20100801.GetMetricData" || s.contentType != "application/x-amz-json-1.0" || s.queryMode != "true" ||
+		!strings.Contains(s.auth, "/us-east-1/monitoring/aws4_request") || s.body != `{"StartTime":1}` {
+		t.Errorf("a CloudWatch call: %+v", s)
+	}
+	err := cw.Call(ctx, "PutMetricAlarm", map[string]string{}, nil)
+	<-got
+	if !awsjson.Is(err, "LimitExceeded") {
+		t.Errorf("a query-compatible error: %v, want the code LimitExceeded", err)
+	}
+
+	anon := config(srv.URL)
+	anon.Credentials = aws.AnonymousCredentials{}
+	if err := awsjson.New(anon, "cognito-idp", "AWSCognitoIdentityProviderService").Call(ctx, "InitiateAuth", map[string]string{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s.auth != "" || s.contentType != "application/x-amz-json-1.1" || s.queryMode != "" {
+		t.Errorf("an anonymous call: %+v", s)
+	}
+
+	status, _, _, err := awsjson.NewSigned(config(srv.URL), "execute-api", time.Second).Do(ctx, "GET", srv.URL+"/v1/blocks/ip/x", "", nil, nil)
+	s = <-got
+	if err != nil || status != 200 || s.method != "GET" {
+		t.Fatalf("a signed GET: %d %v %+v", status, err, s)
+	}
+	// the same request signed by hand with the empty body's hash
+	at, _ := time.Parse("20060102T150405Z", s.date)
+	want, _ := http.NewRequest("GET", srv.URL+"/v1/blocks/ip/x", nil)
+	const emptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	creds, _ := config(srv.URL).Credentials.Retrieve(ctx)
+	if err := v4.NewSigner().SignHTTP(ctx, creds, want, emptyHash, "execute-api", "us-east-1", at); err != nil {
+		t.Fatal(err)
+	}
+	if s.auth != want.Header.Get("Authorization") {
+		t.Errorf("a signed GET's signature:\n%s\nwant\n%s", s.auth, want.Header.Get("Authorization"))
 	}
 }

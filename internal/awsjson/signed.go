@@ -30,6 +30,22 @@ func NewSigned(cfg aws.Config, service string, timeout time.Duration) *Signed {
 	return &Signed{cfg: cfg, service: service, http: &http.Client{Timeout: timeout}, signer: v4.NewSigner()}
 }
 
+// sign signs req (whose body is body) with SigV4 for the service and
+// region, unless the configuration's credentials are anonymous: then the
+// request goes unsigned, as the SDK sends it (Cognito's InitiateAuth and
+// SignUp take no credentials).
+func (s *Signed) sign(ctx context.Context, req *http.Request, body []byte) error {
+	if _, anonymous := s.cfg.Credentials.(aws.AnonymousCredentials); anonymous || s.cfg.Credentials == nil {
+		return nil
+	}
+	creds, err := s.cfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("%s credentials: %w", s.service, err)
+	}
+	sum := sha256.Sum256(body)
+	return s.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), s.service, s.cfg.Region, time.Now())
+}
+
 // Endpoint is the service's regional endpoint for host prefix (email for
 // SES, the service name elsewhere), or cfg.BaseEndpoint when set
 // (AWS_ENDPOINT_URL: a local endpoint in tests). The DNS suffix is the
@@ -74,20 +90,25 @@ func DNSSuffix(region string) string {
 // A failure to reach the service is returned as it is (it wraps
 // context.DeadlineExceeded on a timeout).
 func (s *Signed) Post(ctx context.Context, url, contentType string, header map[string]string, body []byte) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	return s.Do(ctx, http.MethodPost, url, contentType, header, body)
+}
+
+// Do is Post with any method (body nil: none).
+func (s *Signed) Do(ctx context.Context, method, url, contentType string, header map[string]string, body []byte) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err
 	}
-	req.Header.Set("Content-Type", contentType)
+	if body == nil {
+		req.Body, req.ContentLength = http.NoBody, 0
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	creds, err := s.cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("%s credentials: %w", s.service, err)
-	}
-	sum := sha256.Sum256(body)
-	if err := s.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), s.service, s.cfg.Region, time.Now()); err != nil {
+	if err := s.sign(ctx, req, body); err != nil {
 		return 0, nil, nil, err
 	}
 	resp, err := s.http.Do(req)

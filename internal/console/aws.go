@@ -1,27 +1,20 @@
 package console
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
+	"math"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
-	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/emf"
+	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
 // AWS is a deployed stack, reached with the operator's own credentials
@@ -32,7 +25,8 @@ import (
 // the API's internal routes, signed with SigV4 (execute-api). IAM decides
 // what the operator may do: ssm:GetParameter*, cloudwatch:GetMetricData
 // and execute-api:Invoke on the GET routes to look; ssm:PutParameter and
-// the DELETE routes to change.
+// the DELETE routes to change. Every call goes through internal/awsjson,
+// the product's one home for AWS calls.
 type AWS struct {
 	AWSConfig aws.Config
 	Stack     string // the metrics' Stack dimension
@@ -41,19 +35,17 @@ type AWS struct {
 	// ReadOnly greys out every change (an operator who knows their role
 	// may only read: IAM offers no dry run of ssm:PutParameter).
 	ReadOnly bool
-	HTTP     *http.Client
 	Now      func() time.Time
 
-	ssm *ssm.Client
-	cw  *cloudwatch.Client
+	ssm, cw *awsjson.Client
+	api     *awsjson.Signed
 }
 
 func (a *AWS) clients() {
 	if a.ssm == nil {
-		a.ssm, a.cw = ssm.NewFromConfig(a.AWSConfig), cloudwatch.NewFromConfig(a.AWSConfig)
-	}
-	if a.HTTP == nil {
-		a.HTTP = &http.Client{Timeout: 10 * time.Second}
+		a.ssm = awsjson.New(a.AWSConfig, "ssm", "AmazonSSM")
+		a.cw = awsjson.New10(a.AWSConfig, "monitoring", "GraniteServiceVersion20100801")
+		a.api = awsjson.NewSigned(a.AWSConfig, "execute-api", 10*time.Second)
 	}
 	if a.Now == nil {
 		a.Now = time.Now
@@ -62,11 +54,8 @@ func (a *AWS) clients() {
 
 func (a *AWS) Access(ctx context.Context) (Access, error) {
 	a.clients()
-	if _, err := a.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(a.Parameter)}); err != nil {
-		var nf *ssmtypes.ParameterNotFound
-		if !errors.As(err, &nf) {
-			return Access{}, fmt.Errorf("your credentials cannot read the config parameter %s: %w", a.Parameter, err)
-		}
+	if _, err := a.parameter(ctx, a.Parameter); err != nil && !awsjson.Is(err, "ParameterNotFound") {
+		return Access{}, fmt.Errorf("your credentials cannot read the config parameter %s: %w", a.Parameter, err)
 	}
 	return Access{Read: true, Write: !a.ReadOnly}, nil
 }
@@ -82,22 +71,22 @@ func (a *AWS) Stats(ctx context.Context) ([]RuleStats, error) {
 		return nil, err
 	}
 	now := a.Now().UTC().Truncate(time.Minute).Add(time.Minute)
-	var queries []cwtypes.MetricDataQuery
+	var queries []metricQuery
 	keys := map[string]statKey{}
 	for i, r := range cfg.Rules {
 		for o := range outcomes {
 			for _, day := range []bool{false, true} {
 				id := fmt.Sprintf("r%d_%s_%t", i, o, day)
-				period := int32(60)
+				period := 60
 				if day {
 					period = 3600
 				}
 				keys[id] = statKey{i, o, day}
-				queries = append(queries, cwtypes.MetricDataQuery{Id: aws.String(id), MetricStat: &cwtypes.MetricStat{
-					Metric: &cwtypes.Metric{Namespace: aws.String(emf.Namespace), MetricName: aws.String("Decisions"), Dimensions: []cwtypes.Dimension{
-						{Name: aws.String("Stack"), Value: aws.String(a.Stack)}, {Name: aws.String("Action"), Value: aws.String(r.Action)},
-						{Name: aws.String("Rule"), Value: aws.String(r.Name)}, {Name: aws.String("Outcome"), Value: aws.String(o)}}},
-					Period: aws.Int32(period), Stat: aws.String("Sum")}})
+				q := metricQuery{ID: id}
+				q.MetricStat.Metric = metric{Namespace: emf.Namespace, MetricName: "Decisions", Dimensions: []dimension{
+					{"Stack", a.Stack}, {"Action", r.Action}, {"Rule", r.Name}, {"Outcome", o}}}
+				q.MetricStat.Period, q.MetricStat.Stat = period, "Sum"
+				queries = append(queries, q)
 			}
 		}
 	}
@@ -111,6 +100,32 @@ func (a *AWS) Stats(ctx context.Context) ([]RuleStats, error) {
 	return out, nil
 }
 
+// metricQuery is a GetMetricData query of one metric's sums (the JSON
+// protocol's MetricDataQuery).
+type metricQuery struct {
+	ID         string `json:"Id"`
+	MetricStat struct {
+		Metric metric
+		Period int
+		Stat   string
+	}
+}
+
+type metric struct {
+	Namespace, MetricName string
+	Dimensions            []dimension
+}
+
+type dimension struct{ Name, Value string }
+
+// metricResult is a query's answer: its periods' starts (epoch seconds)
+// and values.
+type metricResult struct {
+	ID         string `json:"Id"`
+	Timestamps []float64
+	Values     []float64
+}
+
 // statKey is what a metric query of Stats counts: a rule's decisions of
 // one outcome, by minute over the last hour or by hour over the day.
 type statKey struct {
@@ -121,14 +136,14 @@ type statKey struct {
 
 // fetchStats runs the queries, at most 500 a call and the hour's apart
 // from the day's, and adds their values to out.
-func (a *AWS) fetchStats(ctx context.Context, now time.Time, queries []cwtypes.MetricDataQuery, keys map[string]statKey, out []RuleStats) error {
+func (a *AWS) fetchStats(ctx context.Context, now time.Time, queries []metricQuery, keys map[string]statKey, out []RuleStats) error {
 	for len(queries) > 0 {
 		batch := queries[:min(len(queries), 500)]
 		queries = queries[len(batch):]
 		for _, day := range []bool{false, true} {
-			var qs []cwtypes.MetricDataQuery
+			var qs []metricQuery
 			for _, q := range batch {
-				if keys[*q.Id].day == day {
+				if keys[q.ID].day == day {
 					qs = append(qs, q)
 				}
 			}
@@ -136,26 +151,50 @@ func (a *AWS) fetchStats(ctx context.Context, now time.Time, queries []cwtypes.M
 			if day {
 				start = now.Add(-24 * time.Hour)
 			}
-			p := cloudwatch.NewGetMetricDataPaginator(a.cw, &cloudwatch.GetMetricDataInput{MetricDataQueries: qs, StartTime: aws.Time(start), EndTime: aws.Time(now)})
-			for p.HasMorePages() {
-				page, err := p.NextPage(ctx)
-				if err != nil {
-					return fmt.Errorf("cloudwatch:GetMetricData: %w", err)
-				}
-				for _, res := range page.MetricDataResults {
-					addResult(out, keys[aws.ToString(res.Id)], now, res)
-				}
+			if err := a.metricData(ctx, qs, start, now, func(res metricResult) { addResult(out, keys[res.ID], now, res) }); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
+// metricData runs GetMetricData for qs from start to end, page by page,
+// and hands each result to add.
+func (a *AWS) metricData(ctx context.Context, qs []metricQuery, start, end time.Time, add func(metricResult)) error {
+	in := struct {
+		MetricDataQueries  []metricQuery
+		StartTime, EndTime int64
+		NextToken          string `json:",omitempty"`
+	}{MetricDataQueries: qs, StartTime: start.Unix(), EndTime: end.Unix()}
+	for range 100 { // a bound on the pages, whatever the service answers
+		var page struct {
+			MetricDataResults []metricResult
+			NextToken         string
+		}
+		if err := a.cw.Call(ctx, "GetMetricData", in, &page); err != nil {
+			return fmt.Errorf("cloudwatch:GetMetricData: %w", err)
+		}
+		for _, res := range page.MetricDataResults {
+			add(res)
+		}
+		if page.NextToken == "" {
+			return nil
+		}
+		in.NextToken = page.NextToken
+	}
+	return errors.New("cloudwatch:GetMetricData: more than 100 pages")
+}
+
 // addResult adds one query's values to out: to the day's counts, or to
 // the minute's and the hour's.
-func addResult(out []RuleStats, k statKey, now time.Time, res cwtypes.MetricDataResult) {
-	for j, t := range res.Timestamps {
-		v := int(res.Values[j])
+func addResult(out []RuleStats, k statKey, now time.Time, res metricResult) {
+	for j, ts := range res.Timestamps {
+		if j >= len(res.Values) {
+			break
+		}
+		sec, frac := math.Modf(ts)
+		t, v := time.Unix(int64(sec), int64(frac*1e9)), int(res.Values[j])
 		if k.day {
 			count(&out[k.rule].Day, k.outcome, v)
 			continue
@@ -193,44 +232,73 @@ func (a *AWS) running(ctx context.Context) (config.Config, error) {
 func (a *AWS) Config(ctx context.Context) (ConfigData, error) {
 	a.clients()
 	d := ConfigData{File: true, Where: "the SSM parameter " + a.Parameter}
-	out, err := a.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(a.Parameter)})
-	var nf *ssmtypes.ParameterNotFound
+	value, err := a.parameter(ctx, a.Parameter)
 	switch {
-	case errors.As(err, &nf):
+	case awsjson.Is(err, "ParameterNotFound"):
 		d.Document = string(config.DefaultYAML())
 		d.ID = DocID(d.Document)
 		return d, nil
 	case err != nil:
 		return d, fmt.Errorf("ssm:GetParameter %s: %w", a.Parameter, err)
 	}
-	d.Document = aws.ToString(out.Parameter.Value)
+	d.Document = value
 	d.ID = DocID(d.Document)
-	p := ssm.NewGetParameterHistoryPaginator(a.ssm, &ssm.GetParameterHistoryInput{Name: aws.String(a.Parameter)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return d, fmt.Errorf("ssm:GetParameterHistory %s: %w", a.Parameter, err)
+	history, err := a.history(ctx)
+	d.History = history
+	return d, err
+}
+
+// parameter is the value of the SSM parameter name (a version: name:N).
+func (a *AWS) parameter(ctx context.Context, name string) (string, error) {
+	var out struct{ Parameter struct{ Value string } }
+	err := a.ssm.Call(ctx, "GetParameter", map[string]string{"Name": name}, &out)
+	return out.Parameter.Value, err
+}
+
+// history is the config parameter's versions, page by page.
+func (a *AWS) history(ctx context.Context) ([]Version, error) {
+	in := struct {
+		Name      string
+		NextToken string `json:",omitempty"`
+	}{Name: a.Parameter}
+	var history []Version
+	for range 100 { // SSM keeps 100 versions; 50 a page at most
+		var page struct {
+			Parameters []struct {
+				Version                 int
+				LastModifiedDate        float64
+				Value, LastModifiedUser string
+			}
+			NextToken string
+		}
+		if err := a.ssm.Call(ctx, "GetParameterHistory", in, &page); err != nil {
+			return history, fmt.Errorf("ssm:GetParameterHistory %s: %w", a.Parameter, err)
 		}
 		for _, h := range page.Parameters {
-			d.History = append(d.History, Version{N: int(h.Version), At: aws.ToTime(h.LastModifiedDate).UTC(), ID: DocID(aws.ToString(h.Value)), Who: aws.ToString(h.LastModifiedUser)})
+			sec, frac := math.Modf(h.LastModifiedDate)
+			at := time.Unix(int64(sec), int64(frac*1e9)).UTC()
+			history = append(history, Version{N: h.Version, At: at, ID: DocID(h.Value), Who: h.LastModifiedUser})
 		}
+		if page.NextToken == "" {
+			break
+		}
+		in.NextToken = page.NextToken
 	}
-	return d, nil
+	return history, nil
 }
 
 func (a *AWS) Version(ctx context.Context, n int) (string, error) {
 	a.clients()
-	out, err := a.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(fmt.Sprintf("%s:%d", a.Parameter, n))})
-	if err != nil {
-		return "", err
-	}
-	return aws.ToString(out.Parameter.Value), nil
+	return a.parameter(ctx, fmt.Sprintf("%s:%d", a.Parameter, n))
 }
 
 func (a *AWS) Apply(ctx context.Context, doc string) (string, []string, error) {
 	a.clients()
-	if _, err := a.ssm.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(a.Parameter), Value: aws.String(doc),
-		Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
+	in := struct {
+		Name, Value, Type string
+		Overwrite         bool
+	}{a.Parameter, doc, "String", true}
+	if err := a.ssm.Call(ctx, "PutParameter", in, nil); err != nil {
 		return "", nil, fmt.Errorf("ssm:PutParameter %s: %w", a.Parameter, err)
 	}
 	return DocID(doc), nil, nil
@@ -243,19 +311,14 @@ func (a *AWS) signed(ctx context.Context, method, path string, out any) (int, er
 	if a.API == "" {
 		return 0, errors.New("the console needs the stack's ApiUrl (-api) for the internal routes")
 	}
-	return doJSON(ctx, a.HTTP, method, strings.TrimSuffix(a.API, "/")+path, nil, out, func(r *http.Request) error {
-		creds, err := a.AWSConfig.Credentials.Retrieve(ctx)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(nil)
-		if r.Body != nil {
-			b, _ := io.ReadAll(r.Body)
-			sum = sha256.Sum256(b)
-			r.Body = io.NopCloser(bytes.NewReader(b))
-		}
-		return v4.NewSigner().SignHTTP(ctx, creds, r, hex.EncodeToString(sum[:]), "execute-api", a.AWSConfig.Region, a.Now())
-	})
+	status, _, body, err := a.api.Do(ctx, method, strings.TrimSuffix(a.API, "/")+path, "", nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	if out != nil && len(body) > 0 {
+		_ = json.Unmarshal(body, out)
+	}
+	return status, nil
 }
 
 func (a *AWS) Status(ctx context.Context, dim, value string, out any) (int, error) {

@@ -55,7 +55,7 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (mess
 	}
 	{
 		smsRate = positive(getenv, "SMS_PER_SECOND", 20, &errs)
-		sms = otpsns.New(NewPublisher(cfg), otpsns.Options{
+		sms = otpsns.New(cfg, otpsns.Options{
 			SenderID: getenv("SMS_SENDER_ID"), OriginationNumber: getenv("SMS_ORIGINATION_NUMBER"), MaxPrice: getenv("SMS_MAX_PRICE"),
 		})
 	}

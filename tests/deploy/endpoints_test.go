@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -15,7 +17,7 @@ import (
 	"github.com/otpguard/otpguard/internal/awsjson"
 )
 
-// TestEndpointsFollowTheSDKsResolvers: the functions' lean AWS calls find
+// TestEndpointsFollowTheSDKsResolvers: the product's lean AWS calls find
 // the endpoint the SDK's own resolver finds, in every partition (China,
 // GovCloud, the ISO partitions), for every service they call.
 func TestEndpointsFollowTheSDKsResolvers(t *testing.T) {
@@ -39,6 +41,14 @@ func TestEndpointsFollowTheSDKsResolvers(t *testing.T) {
 		},
 		"kms": func(r string) (string, error) {
 			e, err := kms.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, kms.EndpointParameters{Region: aws.String(r)})
+			return e.URI.String(), err
+		},
+		"cognito-idp": func(r string) (string, error) {
+			e, err := cip.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, cip.EndpointParameters{Region: aws.String(r)})
+			return e.URI.String(), err
+		},
+		"monitoring": func(r string) (string, error) { // the console's
+			e, err := cloudwatch.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, cloudwatch.EndpointParameters{Region: aws.String(r)})
 			return e.URI.String(), err
 		},
 		"events": func(r string) (string, error) {

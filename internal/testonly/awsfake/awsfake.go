@@ -278,8 +278,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.putParameter(w, body)
 	case target == "AmazonSSM.GetParameterHistory":
 		s.getParameterHistory(w, body)
-	case strings.HasPrefix(r.URL.Path, "/service/GraniteServiceVersion20100801/operation/"):
-		s.cloudWatch(w, strings.TrimPrefix(r.URL.Path, "/service/GraniteServiceVersion20100801/operation/"), body)
+	case strings.HasPrefix(target, "GraniteServiceVersion20100801."):
+		if r.Header.Get("Content-Type") != "application/x-amz-json-1.0" {
+			jsonError(w, 400, "UnknownOperation", "awsfake: cloudwatch speaks JSON 1.0 here")
+			return
+		}
+		s.cloudWatch(w, strings.TrimPrefix(target, "GraniteServiceVersion20100801."), body)
 	case target == "AWSEvents.PutEvents":
 		s.putEvents(w, body)
 	case strings.HasPrefix(target, "TrentService."):

@@ -1,11 +1,10 @@
 package awsfake
 
 import (
+	"encoding/json"
 	"net/http"
 	"sort"
 	"time"
-
-	"github.com/aws/smithy-go/encoding/cbor"
 )
 
 // metricPoint is one data point SetMetric recorded.
@@ -25,86 +24,75 @@ func (s *Server) SetMetric(namespace, name string, dims map[string]string, at ti
 	s.mu.Unlock()
 }
 
-// cloudWatch answers GetMetricData in the RPC v2 CBOR protocol the SDK's
-// CloudWatch client speaks (MetricStat queries; Sum of each period).
+// cloudWatch answers GetMetricData in the JSON 1.0 protocol (MetricStat
+// queries; Sum of each period), one of the protocols CloudWatch speaks
+// (the SDK's generated client speaks another, RPC v2 CBOR).
 func (s *Server) cloudWatch(w http.ResponseWriter, op string, body []byte) {
 	if op != "GetMetricData" {
-		cborError(w, "UnknownOperation", "awsfake: cloudwatch "+op)
+		jsonError(w, 400, "UnknownOperation", "awsfake: cloudwatch "+op)
 		return
 	}
 	s.call("cloudwatch:GetMetricData")
-	v, err := cbor.Decode(body)
-	in, ok := v.(cbor.Map)
-	if err != nil || !ok {
-		cborError(w, "ValidationError", "malformed CBOR")
+	var in struct {
+		MetricDataQueries []struct {
+			ID         string `json:"Id"`
+			MetricStat struct {
+				Metric struct {
+					Namespace, MetricName string
+					Dimensions            []struct{ Name, Value string }
+				}
+				Period int64
+				Stat   string
+			}
+		}
+		StartTime, EndTime *float64
+	}
+	if err := json.Unmarshal(body, &in); err != nil || in.StartTime == nil || in.EndTime == nil || len(in.MetricDataQueries) == 0 || len(in.MetricDataQueries) > 500 {
+		jsonError(w, 400, "ValidationError", "StartTime, EndTime (epoch seconds) and 1 to 500 MetricDataQueries")
 		return
 	}
-	start, err1 := cbor.AsTime(in["StartTime"])
-	end, err2 := cbor.AsTime(in["EndTime"])
-	queries, _ := in["MetricDataQueries"].(cbor.List)
-	if err1 != nil || err2 != nil || len(queries) == 0 || len(queries) > 500 {
-		cborError(w, "ValidationError", "StartTime, EndTime and 1 to 500 MetricDataQueries")
-		return
-	}
+	start, end := time.Unix(int64(*in.StartTime), 0), time.Unix(int64(*in.EndTime), 0)
 	s.mu.Lock()
 	points := append([]metricPoint(nil), s.metrics...)
 	s.mu.Unlock()
-	var results cbor.List
-	for _, qv := range queries {
-		q, _ := qv.(cbor.Map)
-		id, _ := q["Id"].(cbor.String)
-		ms, _ := q["MetricStat"].(cbor.Map)
-		m, _ := ms["Metric"].(cbor.Map)
-		period, _ := cbor.AsInt64(ms["Period"])
-		if period <= 0 {
-			cborError(w, "ValidationError", "MetricStat.Period")
+	results := []map[string]any{}
+	for _, q := range in.MetricDataQueries {
+		period, m := q.MetricStat.Period, q.MetricStat.Metric
+		if period <= 0 || q.ID == "" || q.MetricStat.Stat != "Sum" {
+			jsonError(w, 400, "ValidationError", "each query needs an Id, MetricStat.Period and the Sum stat")
 			return
 		}
-		ns, _ := m["Namespace"].(cbor.String)
-		name, _ := m["MetricName"].(cbor.String)
-		dims := metricDims(m)
+		dims := map[string]string{}
+		for _, d := range m.Dimensions {
+			dims[d.Name] = d.Value
+		}
 		sums := map[int64]float64{}
 		for _, p := range points {
-			if p.namespace != string(ns) || p.name != string(name) || !sameDims(p.dims, dims) || p.at.Before(start) || !p.at.Before(end) {
+			if p.namespace != m.Namespace || p.name != m.MetricName || !sameDims(p.dims, dims) || p.at.Before(start) || !p.at.Before(end) {
 				continue
 			}
 			b := start.Unix() + (p.at.Unix()-start.Unix())/period*period
 			sums[b] += p.value
 		}
 		ts, vals := timeSeries(sums)
-		results = append(results, cbor.Map{"Id": id, "Label": id, "StatusCode": cbor.String("Complete"), "Timestamps": ts, "Values": vals})
+		results = append(results, map[string]any{"Id": q.ID, "Label": q.ID, "StatusCode": "Complete", "Timestamps": ts, "Values": vals})
 	}
-	w.Header().Set("Content-Type", "application/cbor")
-	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
-	_, _ = w.Write(cbor.Encode(cbor.Map{"MetricDataResults": results}))
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	_ = json.NewEncoder(w).Encode(map[string]any{"MetricDataResults": results, "Messages": []any{}})
 }
 
-// metricDims are a query's metric's dimensions, by name.
-func metricDims(m cbor.Map) map[string]string {
-	dims := map[string]string{}
-	if dl, ok := m["Dimensions"].(cbor.List); ok {
-		for _, dv := range dl {
-			d, _ := dv.(cbor.Map)
-			k, _ := d["Name"].(cbor.String)
-			val, _ := d["Value"].(cbor.String)
-			dims[string(k)] = string(val)
-		}
-	}
-	return dims
-}
-
-// timeSeries is a query's result: the periods' starts (epoch-seconds
-// tags) and their sums, latest first.
-func timeSeries(sums map[int64]float64) (ts, vals cbor.List) {
+// timeSeries is a query's result: the periods' starts (epoch seconds)
+// and their sums, latest first.
+func timeSeries(sums map[int64]float64) (ts, vals []float64) {
 	keys := make([]int64, 0, len(sums))
 	for k := range sums {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] > keys[j] }) // TimestampDescending, the default
-	ts, vals = cbor.List{}, cbor.List{}
+	ts, vals = []float64{}, []float64{}
 	for _, k := range keys {
-		ts = append(ts, &cbor.Tag{ID: 1, Value: cbor.Float64(k)})
-		vals = append(vals, cbor.Float64(sums[k]))
+		ts = append(ts, float64(k))
+		vals = append(vals, sums[k])
 	}
 	return ts, vals
 }
@@ -119,11 +107,4 @@ func sameDims(a, b map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func cborError(w http.ResponseWriter, code, msg string) {
-	w.Header().Set("Content-Type", "application/cbor")
-	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
-	w.WriteHeader(400)
-	_, _ = w.Write(cbor.Encode(cbor.Map{"__type": cbor.String(code), "message": cbor.String(msg)}))
 }

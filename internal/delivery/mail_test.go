@@ -11,37 +11,12 @@ import (
 
 	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/delivery"
-	otpsns "github.com/otpguard/otpguard/internal/delivery/sns"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
 
 func config(url string) aws.Config {
 	return aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(url),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}
-}
-
-func TestPublishIsTheSNSClientsEquivalent(t *testing.T) {
-	fake := awsfake.New()
-	defer fake.Close()
-	fake.Fail("+15005550001", "InvalidParameter")
-	fake.Fail("+15005550002", "Throttling")
-	s := otpsns.New(delivery.NewPublisher(config(fake.URL)), otpsns.Options{SenderID: "OTPGUARD", MaxPrice: "0.50"})
-	ctx := context.Background()
-	if err := s.Send(ctx, message.Message{Channel: message.SMS, To: "+447911123456", Text: "123456 is your code"}); err != nil {
-		t.Fatal(err)
-	}
-	sent := fake.SMS()
-	if len(sent) != 1 || sent[0].PhoneNumber != "+447911123456" || sent[0].Message != "123456 is your code" ||
-		sent[0].Attributes["AWS.SNS.SMS.SenderID"] != "OTPGUARD" || sent[0].Attributes["AWS.SNS.SMS.MaxPrice"] != "0.50" ||
-		sent[0].Attributes["AWS.SNS.SMS.SMSType"] != "Transactional" {
-		t.Errorf("published %+v", sent)
-	}
-	if err := s.Send(ctx, message.Message{Channel: message.SMS, To: "+15005550001", Text: "x"}); !errors.Is(err, message.ErrUndeliverable) {
-		t.Errorf("InvalidParameter: %v, want undeliverable", err)
-	}
-	if err := s.Send(ctx, message.Message{Channel: message.SMS, To: "+15005550002", Text: "x"}); !errors.Is(err, message.ErrUnavailable) {
-		t.Errorf("Throttling: %v, want delivery unavailable", err)
-	}
 }
 
 func TestMailerIsTheSESClientsEquivalent(t *testing.T) {
