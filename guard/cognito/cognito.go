@@ -195,6 +195,11 @@ func classify(err error) error {
 		return authn.ErrInvalidCredentials
 	}
 	// TooManyRequests, LimitExceeded, InternalError, a misconfigured
-	// client, the network: the authenticator, not the user.
-	return fmt.Errorf("%w: cognito: %s: %w", authn.ErrUnavailable, code, err)
+	// client, the network: the authenticator, not the user. An answer's
+	// code only, never its message (a trigger's own message may hold the
+	// address); a failure to get one (the network) as it is.
+	if code != "network" {
+		return fmt.Errorf("%w: cognito: %s", authn.ErrUnavailable, code)
+	}
+	return fmt.Errorf("%w: cognito: %w", authn.ErrUnavailable, err)
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/otpguard/otpguard/guard/authn"
@@ -147,6 +148,27 @@ func TestVerifiedAddressesComeFromTheIDToken(t *testing.T) {
 		res, err := cognito.New(f, "client", "").Login(context.Background(), authn.Login{Username: "u", Password: "p"})
 		if err != nil || res.VerifiedEmail != c.email || res.VerifiedPhone != c.phone {
 			t.Errorf("%s: %q %q %v, want %q %q", c.claims, res.VerifiedEmail, res.VerifiedPhone, err, c.email, c.phone)
+		}
+	}
+}
+
+// messageError is a service error whose message holds what a user pool's
+// trigger put there.
+type messageError struct{ code, msg string }
+
+func (e messageError) Error() string     { return e.code + ": " + e.msg }
+func (e messageError) ErrorCode() string { return e.code }
+
+// TestErrorsCarryTheCodeNotTheMessage: an answer's message (a trigger's
+// own text may hold the address) never reaches the error the API logs.
+func TestErrorsCarryTheCodeNotTheMessage(t *testing.T) {
+	err := messageError{"UserLambdaValidationException", "PreSignUp failed with error ann@example.com is blocked."}
+	a := cognito.New(&fake{err: err}, "client", "")
+	_, got := a.Login(context.Background(), authn.Login{Username: "ann@example.com", Password: "p"})
+	up := a.SignUp(context.Background(), authn.SignUp{Email: "ann@example.com", Password: "p"})
+	for name, e := range map[string]error{"login": got, "signup": up} {
+		if !errors.Is(e, authn.ErrUnavailable) || strings.Contains(e.Error(), "ann@example.com") || !strings.Contains(e.Error(), "UserLambdaValidationException") {
+			t.Errorf("%s: %v, want unavailable with the code and without the address", name, e)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -68,24 +69,47 @@ func Is(err error, code string) bool {
 }
 
 // Call runs operation with in (marshalled to JSON) and decodes the answer
-// into out. Throttling and 5xx answers are retried once.
+// into out. A throttling or 5xx answer is retried once, after 50 ms; a
+// call without an answer (a timeout, a connection lost) never is: it may
+// have run (a login counted twice by Cognito).
 func (c *Client) Call(ctx context.Context, operation string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
-	var last error
-	for attempt := 0; attempt < 2; attempt++ {
-		last = c.call(ctx, operation, body, out)
-		var e *Error
-		if last == nil || (errors.As(last, &e) && e.Status < 500 && !strings.Contains(e.Code, "Throttl")) {
-			return last
-		}
-		if ctx.Err() != nil {
-			return last
-		}
+	err = c.call(ctx, operation, body, out)
+	var e *Error
+	if err == nil || !errors.As(err, &e) || (e.Status < 500 && !strings.Contains(e.Code, "Throttl")) {
+		return err
 	}
-	return last
+	select {
+	case <-time.After(50 * time.Millisecond):
+	case <-ctx.Done():
+		return err
+	}
+	return c.call(ctx, operation, body, out)
+}
+
+// errorCode is a failed answer's error code, as AWS's SDKs read it: the
+// X-Amzn-ErrorType header, else the body's code, else its __type; cut at
+// a ':' (a URI after it) and after a '#' (a namespace before it). A
+// query-compatible service's x-amzn-query-error code comes first.
+func errorCode(header http.Header, code, typ string) string {
+	if q, _, _ := strings.Cut(header.Get("X-Amzn-Query-Error"), ";"); q != "" {
+		return q
+	}
+	c := header.Get("X-Amzn-ErrorType")
+	if c == "" {
+		c = code
+	}
+	if c == "" {
+		c = typ
+	}
+	c, _, _ = strings.Cut(c, ":")
+	if i := strings.LastIndexByte(c, '#'); i >= 0 {
+		c = c[i+1:]
+	}
+	return strings.TrimSpace(c)
 }
 
 func (c *Client) call(ctx context.Context, operation string, body []byte, out any) error {
@@ -100,21 +124,12 @@ func (c *Client) call(ctx context.Context, operation string, body []byte, out an
 	if status/100 != 2 {
 		var e struct {
 			Type    string `json:"__type"`
+			Code    string `json:"code"`
 			Message string `json:"message"`
 			Msg     string `json:"Message"`
 		}
 		_ = json.Unmarshal(raw, &e)
-		code := e.Type
-		if i := strings.LastIndexByte(code, '#'); i >= 0 {
-			code = code[i+1:]
-		}
-		if q, _, _ := strings.Cut(header.Get("X-Amzn-Query-Error"), ";"); q != "" {
-			code = q // a query-compatible service's own code
-		}
-		if code == "" {
-			code = header.Get("X-Amzn-ErrorType")
-		}
-		return &Error{Status: status, Code: code, Message: e.Message + e.Msg}
+		return &Error{Status: status, Code: errorCode(header, e.Code, e.Type), Message: e.Message + e.Msg}
 	}
 	if out == nil {
 		return nil

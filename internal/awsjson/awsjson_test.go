@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +125,79 @@ func TestTheWireFormat(t *testing.T) {
 	}
 	if s.auth != want.Header.Get("Authorization") {
 		t.Errorf("a signed GET's signature:\n%s\nwant\n%s", s.auth, want.Header.Get("Authorization"))
+	}
+}
+
+// TestErrorCodesAndRetries: a failed answer's code is read as AWS's SDKs
+// read it (the header first, then the body's code, then __type, without
+// a namespace or a URI); a throttled or 5xx answer is tried once more; a
+// call without an answer (a connection closed, a timeout) never is: it
+// may have run.
+func TestErrorCodesAndRetries(t *testing.T) {
+	var calls atomic.Int32
+	answers := map[string]func(w http.ResponseWriter){
+		"Plain": func(w http.ResponseWriter) {
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"__type":"NotAuthorizedException","message":"no"}`)
+		},
+		"Namespaced": func(w http.ResponseWriter) {
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"__type":"com.amazon.coral#NotAuthorizedException:http://internal.amazon.com/coral/com.amazon.coral/"}`)
+		},
+		"Header": func(w http.ResponseWriter) {
+			w.Header().Set("X-Amzn-ErrorType", "NotAuthorizedException:http://internal.amazon.com/coral/")
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"__type":"SomethingElse"}`)
+		},
+		"Code": func(w http.ResponseWriter) {
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"code":"NotAuthorizedException"}`)
+		},
+		"Throttled": func(w http.ResponseWriter) {
+			if calls.Load() == 1 {
+				w.WriteHeader(400)
+				_, _ = io.WriteString(w, `{"__type":"ThrottlingException"}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{}`)
+		},
+		"HangUp": func(w http.ResponseWriter) { // the request read, the connection closed without an answer
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			_ = conn.Close()
+		},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		answers[strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "Svc.")](w)
+	}))
+	defer srv.Close()
+	c := awsjson.New(config(srv.URL), "svc", "Svc")
+	ctx := context.Background()
+	for _, op := range []string{"Plain", "Namespaced", "Header", "Code"} {
+		calls.Store(0)
+		if err := c.Call(ctx, op, struct{}{}, nil); !awsjson.Is(err, "NotAuthorizedException") || calls.Load() != 1 {
+			t.Errorf("%s: %v after %d calls, want the code NotAuthorizedException after 1", op, err, calls.Load())
+		}
+	}
+	calls.Store(0)
+	if err := c.Call(ctx, "Throttled", struct{}{}, nil); err != nil || calls.Load() != 2 {
+		t.Errorf("throttled once: %v after %d calls, want success after 2", err, calls.Load())
+	}
+	calls.Store(0)
+	if err := c.Call(ctx, "HangUp", struct{}{}, nil); err == nil || calls.Load() != 1 {
+		t.Errorf("a call without an answer: %v after %d calls, want an error after 1", err, calls.Load())
+	}
+}
+
+// TestNoCredentialsIsAnError: a configuration without credentials signs
+// nothing and sends nothing; anonymous credentials send unsigned.
+func TestNoCredentialsIsAnError(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	defer srv.Close()
+	cfg := config(srv.URL)
+	cfg.Credentials = nil
+	if _, _, _, err := awsjson.NewSigned(cfg, "ssm", time.Second).Do(context.Background(), "GET", srv.URL, "", nil, nil); err == nil || calls.Load() != 0 {
+		t.Errorf("no credentials: %v, %d calls", err, calls.Load())
 	}
 }

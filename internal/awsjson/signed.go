@@ -33,10 +33,13 @@ func NewSigned(cfg aws.Config, service string, timeout time.Duration) *Signed {
 // sign signs req (whose body is body) with SigV4 for the service and
 // region, unless the configuration's credentials are anonymous: then the
 // request goes unsigned, as the SDK sends it (Cognito's InitiateAuth and
-// SignUp take no credentials).
+// SignUp take no credentials). No credentials at all is an error.
 func (s *Signed) sign(ctx context.Context, req *http.Request, body []byte) error {
-	if _, anonymous := s.cfg.Credentials.(aws.AnonymousCredentials); anonymous || s.cfg.Credentials == nil {
+	if _, anonymous := s.cfg.Credentials.(aws.AnonymousCredentials); anonymous {
 		return nil
+	}
+	if s.cfg.Credentials == nil {
+		return fmt.Errorf("%s: no credentials configured", s.service)
 	}
 	creds, err := s.cfg.Credentials.Retrieve(ctx)
 	if err != nil {

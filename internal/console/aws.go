@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type AWS struct {
 	// may only read: IAM offers no dry run of ssm:PutParameter).
 	ReadOnly bool
 	Now      func() time.Time
+	// Getenv reads AWS_ENDPOINT_URL_SSM and AWS_ENDPOINT_URL_CLOUDWATCH;
+	// default os.Getenv.
+	Getenv func(string) string
 
 	ssm, cw *awsjson.Client
 	api     *awsjson.Signed
@@ -43,8 +47,21 @@ type AWS struct {
 
 func (a *AWS) clients() {
 	if a.ssm == nil {
-		a.ssm = awsjson.New(a.AWSConfig, "ssm", "AmazonSSM")
-		a.cw = awsjson.New10(a.AWSConfig, "monitoring", "GraniteServiceVersion20100801")
+		getenv := a.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		// AWS_ENDPOINT_URL_SSM and _CLOUDWATCH, as the SDK's clients read
+		// them (a FIPS or VPC endpoint)
+		at := func(service string) aws.Config {
+			cfg := a.AWSConfig
+			if u := getenv("AWS_ENDPOINT_URL_" + service); u != "" {
+				cfg.BaseEndpoint = aws.String(u)
+			}
+			return cfg
+		}
+		a.ssm = awsjson.New(at("SSM"), "ssm", "AmazonSSM")
+		a.cw = awsjson.New10(at("CLOUDWATCH"), "monitoring", "GraniteServiceVersion20100801")
 		a.api = awsjson.NewSigned(a.AWSConfig, "execute-api", 10*time.Second)
 	}
 	if a.Now == nil {
@@ -126,6 +143,12 @@ type metricResult struct {
 	Values     []float64
 }
 
+// epoch is a JSON protocol's timestamp (epoch seconds, a fraction of them
+// to the millisecond), as the SDK reads it.
+func epoch(seconds float64) time.Time {
+	return time.UnixMilli(int64(math.Round(seconds * 1000)))
+}
+
 // statKey is what a metric query of Stats counts: a rule's decisions of
 // one outcome, by minute over the last hour or by hour over the day.
 type statKey struct {
@@ -193,8 +216,7 @@ func addResult(out []RuleStats, k statKey, now time.Time, res metricResult) {
 		if j >= len(res.Values) {
 			break
 		}
-		sec, frac := math.Modf(ts)
-		t, v := time.Unix(int64(sec), int64(frac*1e9)), int(res.Values[j])
+		t, v := epoch(ts), int(res.Values[j])
 		if k.day {
 			count(&out[k.rule].Day, k.outcome, v)
 			continue
@@ -222,11 +244,15 @@ func count(c *Counts, outcome string, v int) {
 // running is the parsed document in force (the parameter; the defaults
 // when it does not exist, as the functions do).
 func (a *AWS) running(ctx context.Context) (config.Config, error) {
-	d, err := a.Config(ctx)
-	if err != nil {
-		return config.Config{}, err
+	a.clients()
+	doc, err := a.parameter(ctx, a.Parameter)
+	switch {
+	case awsjson.Is(err, "ParameterNotFound"):
+		return config.Default(), nil // what the functions run: the default rules on asn apply only with a database
+	case err != nil:
+		return config.Config{}, fmt.Errorf("ssm:GetParameter %s: %w", a.Parameter, err)
 	}
-	return config.Parse([]byte(d.Document))
+	return config.Parse([]byte(doc))
 }
 
 func (a *AWS) Config(ctx context.Context) (ConfigData, error) {
@@ -275,9 +301,7 @@ func (a *AWS) history(ctx context.Context) ([]Version, error) {
 			return history, fmt.Errorf("ssm:GetParameterHistory %s: %w", a.Parameter, err)
 		}
 		for _, h := range page.Parameters {
-			sec, frac := math.Modf(h.LastModifiedDate)
-			at := time.Unix(int64(sec), int64(frac*1e9)).UTC()
-			history = append(history, Version{N: h.Version, At: at, ID: DocID(h.Value), Who: h.LastModifiedUser})
+			history = append(history, Version{N: h.Version, At: epoch(h.LastModifiedDate).UTC(), ID: DocID(h.Value), Who: h.LastModifiedUser})
 		}
 		if page.NextToken == "" {
 			break
