@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -124,6 +125,8 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		Observer: statsObserver{stats},
 		Events:   events.Log{Logger: log, Stack: "local"},
 		Senders:  senders,
+		// concurrent requests' Redis calls as pipelines, a batch per core
+		Coalesce: runtime.GOMAXPROCS(0),
 	}, cfg, app.Keys{Signing: key})
 	if err != nil {
 		return err

@@ -3,9 +3,12 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/redisstore"
 )
 
 // BenchmarkAllow is one decision of three rules on the real redis-server,
@@ -75,4 +78,51 @@ func BenchmarkAllow(b *testing.B) {
 		}
 	}
 	flush(b, rdb)
+}
+
+// BenchmarkAllowConcurrent is the allowed decision of three rules from
+// many goroutines at once (-cpu 32, 128: RunParallel's goroutines), each
+// on its own client address and destination, with each call on its own
+// (lone) and with the calls that arrive together coalesced into one
+// pipeline (Options.Coalesce): one run, side by side.
+func BenchmarkAllowConcurrent(b *testing.B) {
+	rules := `
+  - {name: per-destination, action: bench, key: [destination], limit: 1000000000, window: 1h}
+  - {name: per-ip, action: bench, key: [ip], limit: 1000000000, window: 1h}
+  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h}
+`
+	reqs := make([]guard.Request, 4096)
+	for i := range reqs {
+		reqs[i] = request(b, fmt.Sprintf("c%d@example.com", i), fmt.Sprintf("10.3.%d.%d", i/256, i%256))
+		reqs[i].Action = "bench"
+	}
+	for _, lanes := range []int{0, 2} {
+		name := "lone"
+		if lanes > 0 {
+			name = fmt.Sprintf("coalesced-%d-lanes", lanes)
+		}
+		b.Run(name, func(b *testing.B) {
+			rdb := single.Client()
+			defer rdb.Close()
+			cfg, err := config.Parse([]byte("store: {timeout: 2s}\nrules:\n" + rules))
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, err := guard.New(cfg.Engine(), redisstore.New(rdb, redisstore.Options{Coalesce: lanes}), guard.Options{Secret: secret})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if d, err := g.Allow(ctx, reqs[next.Add(1)%int64(len(reqs))]); err != nil || !d.Allowed {
+						b.Fatal(err, d.DeniedBy)
+					}
+				}
+			})
+		})
+	}
 }

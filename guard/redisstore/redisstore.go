@@ -42,6 +42,11 @@ type Options struct {
 	// Log receives what a decision cannot carry: a refund that failed
 	// after a cluster denial. Default: discarded.
 	Log *slog.Logger
+	// Coalesce, when more than 0, writes the decisions that arrive
+	// together as one pipeline, through up to Coalesce batches at once
+	// (see [Conn.Coalesce]): for a long-running host, never a Lambda
+	// function (one request at a time). A single node only.
+	Coalesce int
 }
 
 // Store is the store.Store on Redis.
@@ -58,6 +63,9 @@ type Store struct {
 // and lost replies are not resent.
 func New(rdb Client, opts Options) *Store {
 	conn := Connect(rdb)
+	if opts.Coalesce > 0 && conn.co == nil {
+		conn.Coalesce(opts.Coalesce)
+	}
 	_, single := conn.Client.(*redis.Client)
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)

@@ -85,6 +85,17 @@ type Conn struct {
 	Client
 	srv      server
 	reloaded atomic.Int64 // unix ns of the last slot-map reload started
+	co       *coalescer   // set by Coalesce: lone calls go through it
+}
+
+// Coalesce makes the calls of c that arrive together go as one pipeline,
+// through up to lanes batches at once (a single node only: a cluster's
+// calls go as they are). For a long-running host with concurrent
+// decisions; call it before the first call.
+func (c *Conn) Coalesce(lanes int) {
+	if single, ok := c.Client.(*redis.Client); ok && lanes > 0 {
+		c.co = newCoalescer(single, lanes)
+	}
 }
 
 // Connect returns a Conn on c (c itself when it is one).
@@ -261,9 +272,12 @@ func (l *library) exec(ctx context.Context, c *Conn, calls []*libCall) error {
 		}
 		mode := st.mode.Load()
 		cmds := make([]*redis.Cmd, len(todo))
-		if len(todo) == 1 {
+		switch {
+		case len(todo) == 1 && c.co != nil:
+			cmds[0] = l.cmd(ctx, mode, h, c.co, todo[0], at)
+		case len(todo) == 1:
 			cmds[0] = l.cmd(ctx, mode, h, c, todo[0], at)
-		} else {
+		default:
 			p := c.Pipeline()
 			for i, lc := range todo {
 				cmds[i] = l.cmd(ctx, mode, h, p, lc, at)

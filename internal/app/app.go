@@ -78,6 +78,11 @@ type Settings struct {
 	// cache, leases, backstop): the simulator's virtual clock. Default:
 	// the process clock, the backstop in the store's time.
 	Clock func() time.Time
+	// Coalesce, when more than 0, sends the Redis calls of concurrent
+	// requests that arrive together as one pipeline, through up to
+	// Coalesce batches at once (redisstore.Options.Coalesce): the local
+	// server's; a Lambda container serves one request at a time.
+	Coalesce int
 }
 
 // Keys are the token keys: Signing signs, and the JWKS also serves Others
@@ -117,7 +122,7 @@ func New(ctx context.Context, s Settings, cfg config.Config, keys Keys) (*App, e
 		s.PreloadTimeout = 2 * time.Second
 	}
 	conn := redisstore.Connect(s.Redis)
-	a := &App{s: s, conn: conn, store: redisstore.New(conn, redisstore.Options{Log: s.Log}), clock: &store.Clock{}}
+	a := &App{s: s, conn: conn, store: redisstore.New(conn, redisstore.Options{Log: s.Log, Coalesce: s.Coalesce}), clock: &store.Clock{}}
 	if s.Clock != nil {
 		a.backstop = memstore.New(s.Clock)
 	} else {

@@ -161,11 +161,18 @@ func keysOf(n int) [3]string {
 }
 
 func newGuard(ctx context.Context, rdb redis.UniversalClient, doc string) (*guard.Guard, error) {
+	return newGuardCoalesced(ctx, rdb, doc, 0)
+}
+
+// newGuardCoalesced is newGuard whose store sends the calls that arrive
+// together as one pipeline, through up to lanes batches at once
+// (redisstore.Options.Coalesce, as the local server does).
+func newGuardCoalesced(ctx context.Context, rdb redis.UniversalClient, doc string, lanes int) (*guard.Guard, error) {
 	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
 		return nil, err
 	}
-	st := redisstore.New(rdb, redisstore.Options{})
+	st := redisstore.New(rdb, redisstore.Options{Coalesce: lanes})
 	if err := st.Preload(ctx); err != nil {
 		return nil, err
 	}
@@ -331,9 +338,13 @@ rules:
   - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h}
 `
 	ident := func(i int) int { return i % subjects }
-	gc, rc, uc, tc, lc := b.client(), b.client(), b.client(), b.client(), b.client()
-	defer func() { gc.Close(); rc.Close(); uc.Close(); tc.Close(); lc.Close() }()
+	gc, cc, rc, uc, tc, lc := b.client(), b.client(), b.client(), b.client(), b.client(), b.client()
+	defer func() { gc.Close(); cc.Close(); rc.Close(); uc.Close(); tc.Close(); lc.Close() }()
 	g, err := newGuard(ctx, gc, doc)
+	if err != nil {
+		return err
+	}
+	coalesced, err := newGuardCoalesced(ctx, cc, doc, 2)
 	if err != nil {
 		return err
 	}
@@ -347,6 +358,7 @@ rules:
 	}
 	return b.compare(ctx, "allowed: one decision = 3 rules (destination, IP, global), fixed window (otpguard, raw Lua, ulule) or GCRA (redis_rate, throttled), every request allowed", []impl{
 		{"otpguard", otpguard(g, requests("bench"), ident)},
+		{"otpguard coalesced", otpguard(coalesced, requests("bench"), ident)},
 		{"redis_rate ×3", redisRate(rc, redis_rate.Limit{Rate: 1000000000, Burst: 1000000000, Period: time.Hour}, ident)},
 		{"ulule/limiter ×3", u},
 		{"throttled ×3", th},
@@ -427,9 +439,13 @@ rules:
 		}
 		return 500 + i%legit
 	}
-	gc, nc, rc := b.client(), b.client(), b.client()
-	defer func() { gc.Close(); nc.Close(); rc.Close() }()
+	gc, cc, nc, rc := b.client(), b.client(), b.client(), b.client()
+	defer func() { gc.Close(); cc.Close(); nc.Close(); rc.Close() }()
 	cached, err := newGuard(ctx, gc, "store: {timeout: 5s, denyCache: {ttl: 2s, size: 100000}}\n"+rules)
+	if err != nil {
+		return err
+	}
+	coalesced, err := newGuardCoalesced(ctx, cc, "store: {timeout: 5s, denyCache: {ttl: 2s, size: 100000}}\n"+rules, 2)
 	if err != nil {
 		return err
 	}
@@ -474,6 +490,7 @@ rules:
 	}
 	return b.compare(ctx, "attack: the same 3 rules, per-destination 5 an hour; 95% of requests from 500 subjects already over it, 5% from others (allowed)", []impl{
 		{"otpguard (deny cache)", otpguard(cached, reqs, pick)},
+		{"otpguard (deny cache, coalesced)", otpguard(coalesced, reqs, pick)},
 		{"otpguard (no deny cache)", otpguard(uncached, reqs, pick)},
 		{"redis_rate ×3", rr},
 	}, []int{32}, "redis_rate ×3")

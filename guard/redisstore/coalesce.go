@@ -1,0 +1,176 @@
+package redisstore
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// coalescer writes the library calls that arrive together as one
+// pipeline: for a long-running host whose decisions run concurrently (the
+// local server, a backend calling the guard in process), a batch costs
+// one write and one read on each side instead of one per call. A Lambda
+// container serves one request at a time and gains nothing from it.
+//
+// Lanes send batches: up to max at once, each taking what is queued when
+// it looks. A caller that finds a lane free is that lane: it sends
+// batches on its own goroutine until its call is answered, then leaves the
+// lane to a goroutine if calls are still queued, which goes when nothing
+// is (an idle store keeps no goroutine). A batch waits for no timer: a
+// call that arrives alone goes alone, from its caller, as without
+// coalescing.
+type coalescer struct {
+	client *redis.Client
+	queue  chan *pendingCmd
+	max    int32
+	lanes  atomic.Int32
+}
+
+// maxBatch bounds a batch (its write and the replies' read).
+const maxBatch = 128
+
+type pendingCmd struct {
+	ctx   context.Context
+	cmd   redis.Cmder
+	done  chan struct{}
+	state atomic.Int32 // queued, taken by a lane, or given up by its caller
+}
+
+const (
+	queued int32 = iota
+	taken
+	givenUp
+)
+
+func newCoalescer(c *redis.Client, lanes int) *coalescer {
+	return &coalescer{client: c, queue: make(chan *pendingCmd, 4*maxBatch), max: int32(lanes)}
+}
+
+// Process implements caller: cmd goes in the next batch, and Process
+// returns once the batch is answered (or has failed: cmd then carries
+// the error, as a lone call's would).
+func (co *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
+	p := &pendingCmd{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	select {
+	case co.queue <- p:
+	default: // the queue is full: this one goes on its own
+		return co.client.Process(ctx, cmd)
+	}
+	if co.lanes.Add(1) <= co.max {
+		co.serve(p)
+	} else {
+		co.lanes.Add(-1) // every lane is busy: one of them takes it
+	}
+	select {
+	case <-p.done:
+		return cmd.Err()
+	case <-ctx.Done():
+	}
+	if p.state.CompareAndSwap(queued, givenUp) {
+		// never sent: a lane skips it
+		cmd.SetErr(ctx.Err())
+		return ctx.Err()
+	}
+	<-p.done // sent: its batch ends by the earliest deadline in it, this one's at the latest
+	return cmd.Err()
+}
+
+// serve is a caller's turn as a lane: batches until its own call p is
+// answered (or is in another lane's batch), then the lane goes on in a
+// goroutine while calls are queued.
+func (co *coalescer) serve(p *pendingCmd) {
+	for !p.answered() && co.next() {
+	}
+	if len(co.queue) > 0 || co.release() {
+		go co.lane()
+	}
+}
+
+// lane sends batches until the queue is empty.
+func (co *coalescer) lane() {
+	for {
+		for co.next() {
+		}
+		if !co.release() {
+			return
+		}
+	}
+}
+
+// release gives up a lane, unless calls were queued while it was leaving
+// and the lane is taken again (true): such a call would otherwise wait
+// for nobody.
+func (co *coalescer) release() bool {
+	co.lanes.Add(-1)
+	if len(co.queue) == 0 {
+		return false
+	}
+	if co.lanes.Add(1) > co.max {
+		co.lanes.Add(-1) // a lane still counted looks again before it leaves
+		return false
+	}
+	return true
+}
+
+func (p *pendingCmd) answered() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// next sends what is queued as one batch; false when nothing is.
+func (co *coalescer) next() bool {
+	var batch []*pendingCmd
+	for len(batch) < maxBatch {
+		select {
+		case p := <-co.queue:
+			if p.state.CompareAndSwap(queued, taken) {
+				batch = append(batch, p)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if len(batch) == 0 {
+		return len(co.queue) > 0 // only calls given up on were taken: look again
+	}
+	switch len(batch) {
+	case 1:
+		_ = co.client.Process(batch[0].ctx, batch[0].cmd)
+	default:
+		ctx, cancel := batchContext(batch)
+		pipe := co.client.Pipeline()
+		for _, p := range batch {
+			_ = pipe.Process(ctx, p.cmd)
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		cancel()
+	}
+	for _, p := range batch {
+		close(p.done)
+	}
+	return true
+}
+
+// batchContext bounds a batch by the earliest of its calls' deadlines, so
+// that every call is answered (or has failed) by its own: the guard gives
+// each call the same store timeout, so a batch's deadlines are apart by
+// no more than the time between their arrivals.
+func batchContext(batch []*pendingCmd) (context.Context, context.CancelFunc) {
+	var earliest time.Time
+	for _, p := range batch {
+		if d, ok := p.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+			earliest = d
+		}
+	}
+	if earliest.IsZero() {
+		return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), earliest)
+}
