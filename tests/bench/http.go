@@ -74,6 +74,7 @@ func (b *bench) httpSends(ctx context.Context) error {
 	}
 	k := medianIndex(rows)
 	r := rows[k]
+	b.httpCPU = cpus[k]
 	fmt.Fprintf(tw, "%.0f\t%s\t%s\t%.0f\t%.0f%%\t\n", r.perSec, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), cpus[k], 100*r.allowed)
 	return tw.Flush()
 }

@@ -93,7 +93,7 @@ func run() error {
 		return err
 	}
 	defer srv.Close()
-	b := &bench{srv: srv}
+	b := &bench{srv: srv, medians: map[string]result{}}
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer admin.Close()
@@ -123,6 +123,7 @@ func run() error {
 			return fmt.Errorf("%s: %w", s, err)
 		}
 	}
+	b.targets()
 	return nil
 }
 
@@ -130,6 +131,11 @@ type bench struct {
 	srv       *redistest.Server
 	trips     atomic.Int64
 	serverPid int // the built server's, while one runs (startServer)
+	// medians are the median rounds of each case, by section title's
+	// first word, concurrency and implementation: what targets reads.
+	medians map[string]result
+	// httpCPU is the built server's CPU per request (http), 0 when not run.
+	httpCPU float64
 }
 
 func (b *bench) client() *redis.Client {
@@ -320,8 +326,10 @@ func (b *bench) compare(ctx context.Context, title string, impls []impl, concs [
 				baseRate = med[k].perSec
 			}
 		}
+		section, _, _ := strings.Cut(title, ":")
 		for k, im := range impls {
 			r := med[k]
+			b.medians[fmt.Sprintf("%s/%d/%s", section, conc, im.name)] = r
 			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.2f\t%.1f\t%.0f%%\t%.2f×\t\n", conc, im.name, r.perSec,
 				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.tripsPerOp, r.serverUS, 100*r.allowed, r.perSec/baseRate)
 		}
@@ -339,7 +347,14 @@ rules:
 `
 	ident := func(i int) int { return i % subjects }
 	gc, cc, rc, uc, tc, lc := b.client(), b.client(), b.client(), b.client(), b.client(), b.client()
-	defer func() { gc.Close(); cc.Close(); rc.Close(); uc.Close(); tc.Close(); lc.Close() }()
+	defer func() {
+		gc.Close()
+		cc.Close()
+		rc.Close()
+		uc.Close()
+		tc.Close()
+		lc.Close()
+	}()
 	g, err := newGuard(ctx, gc, doc)
 	if err != nil {
 		return err

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+)
+
+// targets prints, from the sections this run measured, each performance
+// target beside what the run gave: the guard's calls on their own (every
+// host; a Lambda container's only way) and coalesced into pipelines (a
+// long-running host: the local server, a backend in process). A row whose
+// section did not run is left out.
+func (b *bench) targets() {
+	type row struct {
+		what, target string
+		lone, coal   float64
+		unit         string
+		met          func(float64) bool
+	}
+	get := func(key string) (result, bool) { r, ok := b.medians[key]; return r, ok }
+	var rows []row
+	base, okB := get("allowed/32/redis_rate ×3")
+	lone, okL := get("allowed/32/otpguard")
+	coal, okC := get("allowed/32/otpguard coalesced")
+	floor, okF := get("allowed/32/raw Lua (floor)")
+	if okB && okL && okC && okF {
+		rows = append(rows,
+			row{"3-rule allowed decision vs redis_rate ×3 (concurrency 32)", "≥ 2.75×", lone.perSec / base.perSec, coal.perSec / base.perSec, "×", func(v float64) bool { return v >= 2.75 }},
+			row{"same, share of the raw-Lua floor", "≥ 80%", 100 * lone.perSec / floor.perSec, 100 * coal.perSec / floor.perSec, "%", func(v float64) bool { return v >= 80 }},
+			row{"redis-server CPU per allowed decision vs the floor's", "≤ 1.3×", lone.serverUS / floor.serverUS, coal.serverUS / floor.serverUS, "×", func(v float64) bool { return v <= 1.3 }})
+	}
+	abase, okAB := get("attack/32/redis_rate ×3")
+	alone, okAL := get("attack/32/otpguard (deny cache)")
+	acoal, okAC := get("attack/32/otpguard (deny cache, coalesced)")
+	if okAB && okAL && okAC {
+		rows = append(rows, row{"attack mix (95% over the limit), deny cache, vs redis_rate ×3", "≥ 15×", alone.perSec / abase.perSec, acoal.perSec / abase.perSec, "×", func(v float64) bool { return v >= 15 }})
+	}
+	if len(rows) == 0 && b.httpCPU == 0 {
+		return
+	}
+	fmt.Printf("\ntargets (this run's medians; lone: each call on its own, as in Lambda; coalesced: Options.Coalesce, as the local server)\n\n")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\t\tlone\tmet\tcoalesced\tmet\t")
+	yes := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "no"
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%s\t%s\t%.2f%s\t%s\t\n", r.what, r.target, r.lone, r.unit, yes(r.met(r.lone)), r.coal, r.unit, yes(r.met(r.coal)))
+	}
+	if b.httpCPU > 0 {
+		fmt.Fprintf(tw, "HTTP POST /v1/otp/send, the built server's CPU per request\t≤ 60 µs\t\t\t%.0f µs\t%s\t\n", b.httpCPU, yes(b.httpCPU <= 60))
+	}
+	_ = tw.Flush()
+}
