@@ -183,9 +183,6 @@ func errorCode(err error) string {
 // code (Cognito's, or an emulator's).
 func classify(err error) error {
 	code := errorCode(err)
-	if code == "" {
-		code = "network"
-	}
 	switch code {
 	case "NotAuthorizedException", "UserNotFoundException", "UserNotConfirmedException", "PasswordResetRequiredException",
 		// Cognito answers a wrong password with NotAuthorized; emulators
@@ -193,13 +190,11 @@ func classify(err error) error {
 		// mean nothing else.
 		"InvalidPasswordException":
 		return authn.ErrInvalidCredentials
+	case "": // no answer (the network): the failure as it is
+		return fmt.Errorf("%w: cognito: %w", authn.ErrUnavailable, err)
 	}
 	// TooManyRequests, LimitExceeded, InternalError, a misconfigured
-	// client, the network: the authenticator, not the user. An answer's
-	// code only, never its message (a trigger's own message may hold the
-	// address); a failure to get one (the network) as it is.
-	if code != "network" {
-		return fmt.Errorf("%w: cognito: %s", authn.ErrUnavailable, code)
-	}
-	return fmt.Errorf("%w: cognito: %w", authn.ErrUnavailable, err)
+	// client: the authenticator, not the user. The answer's code only,
+	// never its message (a trigger's own message may hold the address).
+	return fmt.Errorf("%w: cognito: %s", authn.ErrUnavailable, code)
 }

@@ -126,21 +126,20 @@ func (p *pendingCmd) answered() bool {
 // next sends what is queued as one batch; false when nothing is.
 func (co *coalescer) next() bool {
 	var batch []*pendingCmd
+fill:
 	for len(batch) < maxBatch {
 		select {
 		case p := <-co.queue:
 			if p.state.CompareAndSwap(queued, taken) {
 				batch = append(batch, p)
 			}
-			continue
 		default:
+			break fill
 		}
-		break
-	}
-	if len(batch) == 0 {
-		return len(co.queue) > 0 // only calls given up on were taken: look again
 	}
 	switch len(batch) {
+	case 0:
+		return len(co.queue) > 0 // only calls given up on were taken: look again
 	case 1:
 		_ = co.client.Process(batch[0].ctx, batch[0].cmd)
 	default:

@@ -42,10 +42,10 @@ type Options struct {
 	// Log receives what a decision cannot carry: a refund that failed
 	// after a cluster denial. Default: discarded.
 	Log *slog.Logger
-	// Coalesce, when more than 0, writes the decisions that arrive
-	// together as one pipeline, through up to Coalesce batches at once
-	// (see [Conn.Coalesce]): for a long-running host, never a Lambda
-	// function (one request at a time). A single node only.
+	// Coalesce, when more than 0, writes the calls that arrive together
+	// (on the Conn: the codes' and blobs' too) as one pipeline, through
+	// up to Coalesce batches at once: for a long-running host, never a
+	// Lambda function (one request at a time). A single node only.
 	Coalesce int
 }
 
@@ -64,7 +64,7 @@ type Store struct {
 func New(rdb Client, opts Options) *Store {
 	conn := Connect(rdb)
 	if opts.Coalesce > 0 && conn.co == nil {
-		conn.Coalesce(opts.Coalesce)
+		conn.coalesce(opts.Coalesce)
 	}
 	_, single := conn.Client.(*redis.Client)
 	if opts.Log == nil {

@@ -85,14 +85,13 @@ type Conn struct {
 	Client
 	srv      server
 	reloaded atomic.Int64 // unix ns of the last slot-map reload started
-	co       *coalescer   // set by Coalesce: lone calls go through it
+	co       *coalescer   // set by coalesce: lone calls go through it
 }
 
-// Coalesce makes the calls of c that arrive together go as one pipeline,
+// coalesce makes the calls of c that arrive together go as one pipeline,
 // through up to lanes batches at once (a single node only: a cluster's
-// calls go as they are). For a long-running host with concurrent
-// decisions; call it before the first call.
-func (c *Conn) Coalesce(lanes int) {
+// calls go as they are); before the first call (New).
+func (c *Conn) coalesce(lanes int) {
 	if single, ok := c.Client.(*redis.Client); ok && lanes > 0 {
 		c.co = newCoalescer(single, lanes)
 	}

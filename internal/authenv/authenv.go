@@ -93,11 +93,8 @@ func cognitoFromEnv(getenv func(string) string, clientSecret func() (string, err
 	}
 	// InitiateAuth and SignUp take no credentials: sent unsigned, as the
 	// SDK sends them.
-	cfg := awsjson.Config(getenv, region)
+	cfg := awsjson.ForService(awsjson.Config(getenv, region), getenv, "COGNITO_IDENTITY_PROVIDER")
 	cfg.Credentials = aws.AnonymousCredentials{}
-	if u := awsjson.EnvEndpoint(getenv, "COGNITO_IDENTITY_PROVIDER"); u != "" {
-		cfg.BaseEndpoint = aws.String(u)
-	}
 	return cognito.New(awsjson.New(cfg, "cognito-idp", "AWSCognitoIdentityProviderService"), id, secret), nil
 }
 

@@ -12,16 +12,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/otpguard/otpguard/internal/awsjson"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
-
-func config(url string) aws.Config {
-	return aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(url),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}
-}
 
 func TestSecretsAndParameters(t *testing.T) {
 	fake := awsfake.New()
@@ -29,7 +23,7 @@ func TestSecretsAndParameters(t *testing.T) {
 	fake.SetSecret("s", "current")
 	fake.SetSecretStage("s", "AWSPREVIOUS", "previous")
 	fake.SetParameter("/p", "doc")
-	sm := awsjson.New(config(fake.URL), "secretsmanager", "secretsmanager")
+	sm := awsjson.New(awsfake.Config(fake.URL), "secretsmanager", "secretsmanager")
 	ctx := context.Background()
 	for stage, want := range map[string]string{"": "current", "AWSPREVIOUS": "previous"} {
 		in := map[string]string{"SecretId": "s"}
@@ -45,7 +39,7 @@ func TestSecretsAndParameters(t *testing.T) {
 	if !awsjson.Is(err, "ResourceNotFoundException") {
 		t.Errorf("a missing stage: %v", err)
 	}
-	ssm := awsjson.New(config(fake.URL), "ssm", "AmazonSSM")
+	ssm := awsjson.New(awsfake.Config(fake.URL), "ssm", "AmazonSSM")
 	var p struct{ Parameter struct{ Value string } }
 	if err := ssm.Call(ctx, "GetParameter", map[string]any{"Name": "/p"}, &p); err != nil || p.Parameter.Value != "doc" {
 		t.Errorf("GetParameter: %+v %v", p, err)
@@ -86,7 +80,7 @@ func TestTheWireFormat(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 
-	cw := awsjson.New10(config(srv.URL), "monitoring", "GraniteServiceVersion20100801")
+	cw := awsjson.New10(awsfake.Config(srv.URL), "monitoring", "GraniteServiceVersion20100801")
 	if err := cw.Call(ctx, "GetMetricData", map[string]int{"StartTime": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +95,7 @@ func TestTheWireFormat(t *testing.T) {
 		t.Errorf("a query-compatible error: %v, want the code LimitExceeded", err)
 	}
 
-	anon := config(srv.URL)
+	anon := awsfake.Config(srv.URL)
 	anon.Credentials = aws.AnonymousCredentials{}
 	if err := awsjson.New(anon, "cognito-idp", "AWSCognitoIdentityProviderService").Call(ctx, "InitiateAuth", map[string]string{}, nil); err != nil {
 		t.Fatal(err)
@@ -110,7 +104,7 @@ func TestTheWireFormat(t *testing.T) {
 		t.Errorf("an anonymous call: %+v", s)
 	}
 
-	status, _, _, err := awsjson.NewSigned(config(srv.URL), "execute-api", time.Second).Do(ctx, "GET", srv.URL+"/v1/blocks/ip/x", "", nil, nil)
+	status, _, _, err := awsjson.NewSigned(awsfake.Config(srv.URL), "execute-api", time.Second).Do(ctx, "GET", srv.URL+"/v1/blocks/ip/x", "", nil, nil)
 	s = <-got
 	if err != nil || status != 200 || s.method != "GET" {
 		t.Fatalf("a signed GET: %d %v %+v", status, err, s)
@@ -119,7 +113,7 @@ func TestTheWireFormat(t *testing.T) {
 	at, _ := time.Parse("20060102T150405Z", s.date)
 	want, _ := http.NewRequest("GET", srv.URL+"/v1/blocks/ip/x", nil)
 	const emptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-	creds, _ := config(srv.URL).Credentials.Retrieve(ctx)
+	creds, _ := awsfake.Config(srv.URL).Credentials.Retrieve(ctx)
 	if err := v4.NewSigner().SignHTTP(ctx, creds, want, emptyHash, "execute-api", "us-east-1", at); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +165,7 @@ func TestErrorCodesAndRetries(t *testing.T) {
 		answers[strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "Svc.")](w)
 	}))
 	defer srv.Close()
-	c := awsjson.New(config(srv.URL), "svc", "Svc")
+	c := awsjson.New(awsfake.Config(srv.URL), "svc", "Svc")
 	ctx := context.Background()
 	for _, op := range []string{"Plain", "Namespaced", "Header", "Code"} {
 		calls.Store(0)
@@ -195,7 +189,7 @@ func TestNoCredentialsIsAnError(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
 	defer srv.Close()
-	cfg := config(srv.URL)
+	cfg := awsfake.Config(srv.URL)
 	cfg.Credentials = nil
 	if _, _, _, err := awsjson.NewSigned(cfg, "ssm", time.Second).Do(context.Background(), "GET", srv.URL, "", nil, nil); err == nil || calls.Load() != 0 {
 		t.Errorf("no credentials: %v, %d calls", err, calls.Load())

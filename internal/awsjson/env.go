@@ -23,10 +23,17 @@ func Config(getenv func(string) string, region string) aws.Config {
 	return cfg
 }
 
-// EnvEndpoint is the SDK's AWS_ENDPOINT_URL_<SERVICE>, else AWS_ENDPOINT_URL.
-func EnvEndpoint(getenv func(string) string, service string) string {
-	if u := getenv("AWS_ENDPOINT_URL_" + service); u != "" {
-		return u
+// ForService is cfg with the endpoint the SDK's client of service reads
+// from the environment, when one is set: AWS_ENDPOINT_URL_<SERVICE>
+// (SSM, CLOUDWATCH, COGNITO_IDENTITY_PROVIDER: a local, VPC or FIPS
+// endpoint), else AWS_ENDPOINT_URL.
+func ForService(cfg aws.Config, getenv func(string) string, service string) aws.Config {
+	u := getenv("AWS_ENDPOINT_URL_" + service)
+	if u == "" {
+		u = getenv("AWS_ENDPOINT_URL")
 	}
-	return getenv("AWS_ENDPOINT_URL")
+	if u != "" {
+		cfg.BaseEndpoint = aws.String(u)
+	}
+	return cfg
 }

@@ -98,12 +98,13 @@ func (s *Signed) Post(ctx context.Context, url, contentType string, header map[s
 
 // Do is Post with any method (body nil: none).
 func (s *Signed) Do(ctx context.Context, method, url, contentType string, header map[string]string, body []byte) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return 0, nil, nil, err
-	}
-	if body == nil {
-		req.Body, req.ContentLength = http.NoBody, 0
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,32 +42,24 @@ type AWS struct {
 	// default os.Getenv.
 	Getenv func(string) string
 
+	once    sync.Once // the clients, built on the first call (the pages are served concurrently)
 	ssm, cw *awsjson.Client
 	api     *awsjson.Signed
 }
 
 func (a *AWS) clients() {
-	if a.ssm == nil {
+	a.once.Do(func() {
 		getenv := a.Getenv
 		if getenv == nil {
 			getenv = os.Getenv
 		}
-		// AWS_ENDPOINT_URL_SSM and _CLOUDWATCH, as the SDK's clients read
-		// them (a FIPS or VPC endpoint)
-		at := func(service string) aws.Config {
-			cfg := a.AWSConfig
-			if u := getenv("AWS_ENDPOINT_URL_" + service); u != "" {
-				cfg.BaseEndpoint = aws.String(u)
-			}
-			return cfg
-		}
-		a.ssm = awsjson.New(at("SSM"), "ssm", "AmazonSSM")
-		a.cw = awsjson.New10(at("CLOUDWATCH"), "monitoring", "GraniteServiceVersion20100801")
+		a.ssm = awsjson.New(awsjson.ForService(a.AWSConfig, getenv, "SSM"), "ssm", "AmazonSSM")
+		a.cw = awsjson.New10(awsjson.ForService(a.AWSConfig, getenv, "CLOUDWATCH"), "monitoring", "GraniteServiceVersion20100801")
 		a.api = awsjson.NewSigned(a.AWSConfig, "execute-api", 10*time.Second)
-	}
-	if a.Now == nil {
-		a.Now = time.Now
-	}
+		if a.Now == nil {
+			a.Now = time.Now
+		}
+	})
 }
 
 func (a *AWS) Access(ctx context.Context) (Access, error) {

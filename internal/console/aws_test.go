@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
 	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
@@ -18,8 +15,7 @@ import (
 func TestAStackWithoutItsParameterRunsTheDefaults(t *testing.T) {
 	fake := awsfake.New()
 	defer fake.Close()
-	cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(fake.URL), Credentials: credentials.NewStaticCredentialsProvider("AKID", "s", "")}
-	a := &AWS{AWSConfig: cfg, Stack: "shop", Parameter: "/shop/otpguard/config", Getenv: func(string) string { return "" }}
+	a := &AWS{AWSConfig: awsfake.Config(fake.URL), Stack: "shop", Parameter: "/shop/otpguard/config", Getenv: func(string) string { return "" }}
 	stats, err := a.Stats(context.Background())
 	if err != nil || len(stats) != len(config.Default().Rules) {
 		t.Fatalf("the Rules page of a fresh stack: %d rules, %v; want the %d default rules", len(stats), err, len(config.Default().Rules))
@@ -38,8 +34,7 @@ func TestServiceEndpointsFromTheEnvironment(t *testing.T) {
 	defer cw.Close()
 	ssm.SetParameter("/shop/otpguard/config", "rules:\n  - {name: r, action: login, key: [account], limit: 5, window: 1h}\n")
 	env := map[string]string{"AWS_ENDPOINT_URL_SSM": ssm.URL, "AWS_ENDPOINT_URL_CLOUDWATCH": cw.URL}
-	cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String("http://127.0.0.1:1"), Credentials: credentials.NewStaticCredentialsProvider("AKID", "s", "")}
-	a := &AWS{AWSConfig: cfg, Stack: "shop", Parameter: "/shop/otpguard/config", Getenv: func(k string) string { return env[k] }}
+	a := &AWS{AWSConfig: awsfake.Config("http://127.0.0.1:1"), Stack: "shop", Parameter: "/shop/otpguard/config", Getenv: func(k string) string { return env[k] }}
 	if stats, err := a.Stats(context.Background()); err != nil || len(stats) != 1 {
 		t.Fatalf("stats: %+v %v", stats, err)
 	}

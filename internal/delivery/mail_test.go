@@ -6,25 +6,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
 	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/delivery"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
-
-func config(url string) aws.Config {
-	return aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(url),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}
-}
 
 func TestMailerIsTheSESClientsEquivalent(t *testing.T) {
 	fake := awsfake.New()
 	defer fake.Close()
 	fake.Fail("rejected@example.com", "MessageRejected")
 	fake.Fail("throttled@example.com", "TooManyRequestsException")
-	m, err := delivery.NewMailer(config(fake.URL), "no-reply@otpguard.example", "otp-set")
+	m, err := delivery.NewMailer(awsfake.Config(fake.URL), "no-reply@otpguard.example", "otp-set")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +38,7 @@ func TestMailerIsTheSESClientsEquivalent(t *testing.T) {
 	if err := m.Send(ctx, msg); !errors.Is(err, message.ErrUnavailable) || strings.Contains(err.Error(), "123456") {
 		t.Errorf("throttled: %v, want delivery unavailable without the code", err)
 	}
-	if _, err := delivery.NewMailer(config(fake.URL), "", ""); err == nil {
+	if _, err := delivery.NewMailer(awsfake.Config(fake.URL), "", ""); err == nil {
 		t.Error("no From address accepted")
 	}
 }

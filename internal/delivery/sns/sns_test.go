@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
 	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/delivery/sns"
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
@@ -21,11 +18,6 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
-
-func config(endpoint string) aws.Config {
-	return aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}
-}
 
 func smsTo(t *testing.T, to, locale string) message.Message {
 	c, err := templates.Render("sms", locale, templates.Data{Code: "042917", Purpose: "login", TTL: 5 * time.Minute})
@@ -38,7 +30,7 @@ func smsTo(t *testing.T, to, locale string) message.Message {
 func TestPublishAnSMS(t *testing.T) {
 	fake := awsfake.New()
 	defer fake.Close()
-	s := sns.New(config(fake.URL), sns.Options{SenderID: "OTPGUARD", MaxPrice: "0.50"})
+	s := sns.New(awsfake.Config(fake.URL), sns.Options{SenderID: "OTPGUARD", MaxPrice: "0.50"})
 	for _, loc := range templates.Locales() {
 		if err := s.Send(context.Background(), smsTo(t, "+447911123456", loc)); err != nil {
 			t.Fatal(err)
@@ -75,7 +67,7 @@ func TestSNSErrorsAreMappedAndCarryNoCode(t *testing.T) {
 	defer fake.Close()
 	fake.Fail("+15005550001", "InvalidParameter")
 	fake.Fail("+15005550002", "Throttling")
-	s := sns.New(config(fake.URL), sns.Options{})
+	s := sns.New(awsfake.Config(fake.URL), sns.Options{})
 	for to, want := range map[string]error{"+15005550001": message.ErrUndeliverable, "+15005550002": message.ErrUnavailable} {
 		err := s.Send(context.Background(), smsTo(t, to, "en"))
 		if !errors.Is(err, want) {
@@ -85,7 +77,7 @@ func TestSNSErrorsAreMappedAndCarryNoCode(t *testing.T) {
 			t.Errorf("%s: the error leaks the code or number: %v", to, err)
 		}
 	}
-	down := sns.New(config("http://127.0.0.1:1"), sns.Options{})
+	down := sns.New(awsfake.Config("http://127.0.0.1:1"), sns.Options{})
 	if err := down.Send(context.Background(), smsTo(t, "+447911123456", "en")); !errors.Is(err, message.ErrUnavailable) {
 		t.Errorf("endpoint down: %v", err)
 	}

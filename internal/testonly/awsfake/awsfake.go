@@ -20,6 +20,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
 // Email is one SendEmail call.
@@ -333,4 +336,12 @@ func queryError(w http.ResponseWriter, status int, code, msg string) {
 		RequestID string   `xml:"RequestId"`
 	}{Error: e{"Sender", code, msg}, RequestID: "req-error"})
 	_, _ = w.Write(out)
+}
+
+// Config is the SDK configuration of a test's client that reaches an
+// endpoint at url: us-east-1 and static test credentials (its calls are
+// signed).
+func Config(url string) aws.Config {
+	return aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(url),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")}
 }
