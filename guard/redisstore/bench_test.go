@@ -23,16 +23,8 @@ func BenchmarkAllow(b *testing.B) {
 			if tc.name != "allowed" {
 				limit = "1"
 			}
-			g := guardWith(b, rdb, tc.store, `
-  - {name: per-destination, action: bench, key: [destination], limit: `+limit+`, window: 1h}
-  - {name: per-ip, action: bench, key: [ip], limit: 1000000000, window: 1h}
-  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h}
-`)
-			reqs := make([]guard.Request, 1000)
-			for i := range reqs {
-				reqs[i] = request(b, fmt.Sprintf("u%d@example.com", i), fmt.Sprintf("10.1.%d.%d", i/256, i%256))
-				reqs[i].Action = "bench"
-			}
+			g := guardWith(b, rdb, tc.store, benchRules(limit))
+			reqs := benchRequests(b, "u", 1, 1000)
 			ctx := context.Background()
 			for i := range reqs {
 				if _, err := g.Allow(ctx, reqs[i]); err != nil {
@@ -54,11 +46,9 @@ func BenchmarkAllow(b *testing.B) {
 				g := guardWith(b, rdb, tc.store, `
   - {name: per-destination, action: bench, key: [destination], limit: 1, window: 1h}
 `)
-				reqs := make([]guard.Request, 1000)
+				reqs := benchRequests(b, "p", 2, 1000)
 				ctx := context.Background()
 				for i := range reqs {
-					reqs[i] = request(b, fmt.Sprintf("p%d@example.com", i), fmt.Sprintf("10.2.%d.%d", i/256, i%256))
-					reqs[i].Action = "bench"
 					for range 2 {
 						if _, err := g.Allow(ctx, reqs[i]); err != nil {
 							b.Fatal(err)
@@ -86,16 +76,8 @@ func BenchmarkAllow(b *testing.B) {
 // (lone) and with the calls that arrive together coalesced into one
 // pipeline (Options.Coalesce): one run, side by side.
 func BenchmarkAllowConcurrent(b *testing.B) {
-	rules := `
-  - {name: per-destination, action: bench, key: [destination], limit: 1000000000, window: 1h}
-  - {name: per-ip, action: bench, key: [ip], limit: 1000000000, window: 1h}
-  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h}
-`
-	reqs := make([]guard.Request, 4096)
-	for i := range reqs {
-		reqs[i] = request(b, fmt.Sprintf("c%d@example.com", i), fmt.Sprintf("10.3.%d.%d", i/256, i%256))
-		reqs[i].Action = "bench"
-	}
+	rules := benchRules("1000000000")
+	reqs := benchRequests(b, "c", 3, 4096)
 	for _, lanes := range []int{0, 2} {
 		name := "lone"
 		if lanes > 0 {
@@ -125,4 +107,25 @@ func BenchmarkAllowConcurrent(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchRules are the benchmarks' rules: per destination (limit), per IP
+// and global.
+func benchRules(limit string) string {
+	return `
+  - {name: per-destination, action: bench, key: [destination], limit: ` + limit + `, window: 1h}
+  - {name: per-ip, action: bench, key: [ip], limit: 1000000000, window: 1h}
+  - {name: global, action: bench, key: [global], limit: 1000000000, window: 1h}
+`
+}
+
+// benchRequests are n requests of the bench action, each from its own
+// address <prefix><i>@example.com and IP in 10.<net>.0.0/16.
+func benchRequests(b *testing.B, prefix string, net, n int) []guard.Request {
+	reqs := make([]guard.Request, n)
+	for i := range reqs {
+		reqs[i] = request(b, fmt.Sprintf("%s%d@example.com", prefix, i), fmt.Sprintf("10.%d.%d.%d", net, i/256, i%256))
+		reqs[i].Action = "bench"
+	}
+	return reqs
 }
