@@ -149,7 +149,7 @@ A.fw = {
       hput(op.key, op.f .. 'c', op.c + n, op.ttl)
       hput(op.key, op.f .. 'e', op.e, op.ttl)
     elseif op.e == 0 then
-      redis.call('SET', op.key, n, 'PX', ms(op.window))
+      redis.call('SET', op.key, n, 'PX', op.pxms)
     else
       redis.call('INCRBY', op.key, n)
     end
@@ -190,17 +190,21 @@ A.fw = {
 -- a later rule's denial makes moot, is given back in the same call
 -- (A.fw.undo), so nothing outside the call ever sees it.
 local function fw_take(op, cost)
-  local c = redis.call('INCRBY', op.key, cost)
+  -- (a number argument is formatted on every call: one unit is passed as
+  -- a string, and the window's milliseconds are formatted once, with the
+  -- spec; INCR and DECR are not among the stack's cache user's commands)
+  local c
+  if cost == 1 then c = redis.call('INCRBY', op.key, '1') else c = redis.call('INCRBY', op.key, cost) end
   op.fresh = c == cost
   if op.fresh then
-    redis.call('PEXPIRE', op.key, ms(op.window))
+    redis.call('PEXPIRE', op.key, op.pxms)
     op.e = now + op.window
   else
     local p = redis.call('PTTL', op.key)
     if p > 0 then op.e = now + p * 1000 else
       -- no TTL cannot happen (every write sets one); if it did, the
       -- window starts now
-      redis.call('PEXPIRE', op.key, ms(op.window))
+      redis.call('PEXPIRE', op.key, op.pxms)
       op.e = now + op.window
     end
   end
@@ -218,6 +222,8 @@ function A.fw.undo(op, n)
   if op.fresh then
     redis.call('DEL', op.key)
     op.e = 0 -- the window it would have started is gone with it
+  elseif n == 1 then
+    redis.call('DECRBY', op.key, '1')
   else
     redis.call('DECRBY', op.key, n)
   end
@@ -510,7 +516,7 @@ A.sl = {
     zadd(op, now, members(op, n))
     -- bounded by limit
     redis.call('ZREMRANGEBYRANK', op.key, 0, -(op.limit + 1))
-    redis.call('PEXPIRE', op.key, ms(op.window))
+    redis.call('PEXPIRE', op.key, op.pxms)
   end,
   refund = function(op) redis.call('ZREM', op.key, unpack(members(op, op.cost))) end,
   clear = zclear,
@@ -523,7 +529,7 @@ A.cc = {
   commit = function(op, n)
     redis.call('ZREMRANGEBYSCORE', op.key, '-inf', fmt(now))
     zadd(op, now + op.window, members(op, n))
-    redis.call('PEXPIRE', op.key, ms(op.window))
+    redis.call('PEXPIRE', op.key, op.pxms)
   end,
   refund = function(op) redis.call('ZREM', op.key, unpack(members(op, op.cost))) end,
   clear = zclear,
@@ -545,7 +551,7 @@ A.ds = {
     redis.call('ZREMRANGEBYSCORE', op.key, '-inf', fmt(now - op.window))
     redis.call('ZADD', op.key, fmt(now), op.member)
     redis.call('ZREMRANGEBYRANK', op.key, 0, -(op.keep + 1))
-    redis.call('PEXPIRE', op.key, ms(op.window))
+    redis.call('PEXPIRE', op.key, op.pxms)
   end,
   refund = function(op) redis.call('ZREM', op.key, op.member) end,
   clear = zclear,
@@ -626,6 +632,7 @@ local function spec(s)
     ttl = tonumber(ttl), packed = f ~= '', min = tonumber(mn) or 0, elastic = tonumber(el), challenge = ch ~= '',
     challenge_takes = ch == '2'}
   sp.keep = max(sp.limit, tonumber(kp) or 0)
+  sp.pxms = fmt(ms(sp.window)) -- the window as PEXPIRE's argument
   if lock ~= '' then
     local l, j = {}, 1
     for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
@@ -636,6 +643,10 @@ local function spec(s)
   sp.mt = {__index = sp}
   -- a take of this rule runs take-first (fw_take)
   sp.takefirst = alg == 'fw' and not sp.packed and not sp.lock and not sp.challenge
+  -- its answers may be fractions (floored before the reply): every
+  -- algorithm but a fixed window's integer counts and ends, and any
+  -- lockout (a factor's powers)
+  sp.frac = alg ~= 'fw' or sp.lock ~= nil or sp.elastic ~= nil
   if NSPECS >= 1024 then SPECS, NSPECS = {}, 0 end
   SPECS[s], NSPECS = sp, NSPECS + 1
   return sp
@@ -648,22 +659,34 @@ end
 -- an algorithm leaves on an op is written before it is read.
 local OPS = {}
 
+local OUT = {}
+
+-- SHORT: the kind and condition of an op written as its kind alone
+-- (parse), split once.
+local SHORT = {}
+
 local function parse(keys, args)
   local ops, k = OPS, 1
   local n = tonumber(args[2])
+  local takes = true -- every op a 't' of a take-first rule (see fw_takes)
   for i = 1, n do
     local b = 2 + (i - 1) * NA
     local sp = spec(args[b + SPEC])
     local op = ops[i]
     if not op then op = {c = 0, e = 0, fresh = false}; ops[i] = op end
-    setmetatable(op, sp.mt)
+    if op.sp ~= sp then setmetatable(op, sp.mt); op.sp = sp end
     -- DYN: the op's own arguments, "kind|cost|extra|member|at", or the
     -- kind alone for the common case (cost 1, no extra, member or at).
     -- The kind is a letter, then T or U for a take or peek that applies
     -- only when the batch's device is trusted (T) or untrusted (U).
     local d = args[b + DYN]
-    if #d <= 2 then
-      op.kind, op.cond, op.cost, op.extra, op.member, op.at = string.sub(d, 1, 1), string.sub(d, 2), 1, 0, '', 0
+    local short = SHORT[d]
+    if short then
+      op.kind, op.cond, op.cost, op.extra, op.member, op.at = short[1], short[2], 1, 0, '', 0
+    elseif #d <= 2 then
+      short = {string.sub(d, 1, 1), string.sub(d, 2)}
+      SHORT[d] = short -- (one or two bytes: a bounded table)
+      op.kind, op.cond, op.cost, op.extra, op.member, op.at = short[1], short[2], 1, 0, '', 0
     else
       local kind, cond, cost, extra, member, at = string.match(d, '^(%a)(%a?)|(%d+)|(%d+)|([^|]*)|(%d+)$')
       if not kind then return nil, 'otpguard: bad op arguments ' .. d end
@@ -671,6 +694,7 @@ local function parse(keys, args)
     end
     op.key, op.held, op.seen, op.count = keys[k], 0, false, nil
     k = k + 1
+    takes = takes and d == 't' and sp.takefirst
     if sp.lock then
       if sp.packed then
         op.lkey, op.lf = op.key, sp.f
@@ -680,7 +704,7 @@ local function parse(keys, args)
       end
     end
   end
-  return n
+  return n, nil, takes
 end
 
 -- check: a lockout in force denies before the algorithm is asked.
@@ -739,13 +763,50 @@ local function untake(op, out, j)
   end
 end
 
+-- fw_takes answers the commonest call, every op a take of one unit on a
+-- take-first fixed window ('t' of a rule whose spec is takefirst): the
+-- steps batch's two passes below take for such ops, without the cases
+-- they cannot meet (no device, condition, lockout, challenge, lease,
+-- hash or fraction).
+local function fw_takes(ops, out, n)
+  local allowed = true
+  for i = 1, n do
+    local op, j = ops[i], 2 + 6 * (i - 1)
+    if allowed then
+      local ok, rem, reset, retry = fw_take(op, 1)
+      out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = ok and 1 or 0, rem, reset, retry, 0, 0
+      if not ok and op.enforce then allowed = false end
+    else
+      out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 2, 0, 0, 0, 0, 0
+    end
+  end
+  for i = 1, n do
+    local j = 2 + 6 * (i - 1)
+    if out[j + 1] == 1 then
+      if allowed then
+        out[j + 6] = 1
+      else
+        A.fw.undo(ops[i], ops[i].held)
+        untake(ops[i], out, j)
+      end
+    end
+  end
+  out[1] = allowed and 1 or 0
+  return out
+end
+
 local function batch(keys, args)
   if not clock(args[1]) then return redis.error_reply(NOCLOCK) end
   H, W, T = nil, nil, nil -- made when a rule first needs them
-  local n, err = parse(keys, args)
+  local n, err, takes = parse(keys, args)
   if not n then return redis.error_reply(err) end
   local ops = OPS
-  local out = {0, now}
+  -- the reply's table is kept from call to call too (growing a new one
+  -- to 2 + 6n fields rehashed it four times): cut to this call's length
+  local out = OUT
+  out[1], out[2] = 0, now
+  for k = #out, 2 + 6 * n + 1, -1 do out[k] = nil end
+  if takes then return fw_takes(ops, out, n) end
 
   -- Check the takes and peeks; stop at the first enforcing denial.
   local allowed, trusted = true, false
@@ -830,7 +891,7 @@ local function batch(keys, args)
     elseif kind == 'd' then
       -- read in the first pass
     elseif kind == 'D' then
-      redis.call('SET', op.key, fmt(now), 'PX', ms(op.window))
+      redis.call('SET', op.key, fmt(now), 'PX', op.pxms)
     elseif kind == 'u' then
       alg.clear(op)
       unlock(op)
@@ -853,8 +914,11 @@ local function batch(keys, args)
   hflush()
 
   out[1] = allowed and 1 or 0
-  for j = 2, 6 * n, 6 do
-    out[j + 2], out[j + 3], out[j + 4] = floor(out[j + 2]), floor(out[j + 3]), floor(out[j + 4])
+  for i = 1, n do
+    if ops[i].frac then
+      local j = 2 + 6 * (i - 1)
+      out[j + 2], out[j + 3], out[j + 4] = floor(out[j + 2]), floor(out[j + 3]), floor(out[j + 4])
+    end
   end
   return out
 end

@@ -182,6 +182,26 @@ var properties = []struct {
 			t.Fatalf("the third, while two failures are in flight: %+v, want a retry of at most the 1m lockout", d)
 		}
 	}},
+	{"a denied decision reports the rules it allowed as they stand, nothing taken", func(t *testing.T, e env) {
+		g := e.guard(t, "  - {name: acct, action: a, key: [account], limit: 10, window: 1h}\n  - {name: ip, action: a, key: [ip], limit: 1, window: 1h}\n")
+		if d := allow(t, g, req("a", "x")); !d.Allowed {
+			t.Fatalf("the first: %+v", d)
+		}
+		e.advance(10 * time.Minute)
+		// an account seen before: its count and window as they were
+		if d := allow(t, g, req("a", "x")); d.Allowed || d.DeniedBy != "ip" || !d.Rules[0].Allowed || d.Rules[0].Remaining != 9 || d.Rules[0].ResetAfter != 50*time.Minute {
+			t.Fatalf("the account seen before, denied by ip: %+v, want acct allowed with 9 left for 50m", d)
+		}
+		// a new account: nothing there, and nothing left there
+		if d := allow(t, g, req("a", "y")); d.Allowed || d.DeniedBy != "ip" || !d.Rules[0].Allowed || d.Rules[0].Remaining != 10 || d.Rules[0].ResetAfter != 0 {
+			t.Fatalf("a new account, denied by ip: %+v, want acct allowed with 10 left and nothing to reset", d)
+		}
+		for _, a := range []string{"x", "y"} {
+			if st, _ := g.Status(context.Background(), "account", req("a", a).Subject); len(st) != 1 || st[0].Remaining != 10-btoi(a == "x") {
+				t.Fatalf("account %s after the denials: %+v", a, st)
+			}
+		}
+	}},
 	{"a status tells the state as it stands", func(t *testing.T, e env) {
 		g := e.guard(t, "  - {name: tb, action: a, key: [ip], count: failures, limit: 100, window: 24h, algorithm: token_bucket}\n  - {name: fw, action: a, key: [ip], limit: 5, window: 1h}\n")
 		s := req("a", "x").Subject
@@ -206,4 +226,11 @@ func TestAlgorithmProperties(t *testing.T) {
 			}
 		})
 	}
+}
+
+func btoi(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
