@@ -34,11 +34,11 @@ require (
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 // A fork that loads its metadata on first use instead of in package init
 // (about 5 ms of every Lambda cold start otherwise), trimmed of the carrier,
-// geocoding and time-zone lookups otpguard does not use. See
+// geocoding and time-zone lookups otpguard does not use, and decoding its
+// metadata without the protobuf runtime (1.4 MB of every bootstrap). See
 // third_party/phonenumbers/FORK.md.
 replace github.com/nyaruka/phonenumbers => ./third_party/phonenumbers

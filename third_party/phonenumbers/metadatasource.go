@@ -5,8 +5,6 @@ package phonenumbers
 
 import (
 	"sync"
-
-	"google.golang.org/protobuf/proto"
 )
 
 // metadataContainer bundles all of the metadata-derived lookup state used by
@@ -167,9 +165,5 @@ var metadataCollection = sync.OnceValues(func() (*PhoneMetadataCollection, error
 	if err != nil {
 		return nil, err
 	}
-	coll := &PhoneMetadataCollection{}
-	if err = proto.Unmarshal(rawBytes, coll); err != nil {
-		return nil, err
-	}
-	return coll, nil
+	return unmarshalMetadataCollection(rawBytes)
 })

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"unicode"
 
-	"google.golang.org/protobuf/proto"
+	"github.com/nyaruka/phonenumbers/internal/proto"
 )
 
 const (

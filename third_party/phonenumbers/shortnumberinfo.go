@@ -3,8 +3,6 @@ package phonenumbers
 import (
 	"slices"
 	"sync"
-
-	"google.golang.org/protobuf/proto"
 )
 
 var (
@@ -40,11 +38,7 @@ var shortNumberMetadataCollection = sync.OnceValues(func() (*PhoneMetadataCollec
 	if err != nil {
 		return nil, err
 	}
-	coll := &PhoneMetadataCollection{}
-	if err = proto.Unmarshal(rawBytes, coll); err != nil {
-		return nil, err
-	}
-	return coll, nil
+	return unmarshalMetadataCollection(rawBytes)
 })
 
 func loadShortNumberMetadataFromFile() error {
