@@ -272,7 +272,8 @@ type result struct {
 	perSec     float64
 	p50, p99   time.Duration
 	tripsPerOp float64
-	serverUS   float64 // redis-server CPU per decision, from INFO commandstats
+	serverUS   float64 // redis-server time in commands per decision, from INFO commandstats
+	serverCPU  float64 // redis-server process CPU per decision (user + system, INFO cpu)
 	allowed    float64 // share of decisions allowed
 }
 
@@ -284,7 +285,15 @@ func (b *bench) measure(ctx context.Context, admin *redis.Client, f decider, con
 	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
 		return result{}, err
 	}
+	cpu0, err := serverCPU(ctx, admin)
+	if err != nil {
+		return result{}, err
+	}
 	lat, allowed, elapsed, err := load(ctx, f, conc, *duration)
+	if err != nil {
+		return result{}, err
+	}
+	cpu1, err := serverCPU(ctx, admin)
 	if err != nil {
 		return result{}, err
 	}
@@ -295,7 +304,7 @@ func (b *bench) measure(ctx context.Context, admin *redis.Client, f decider, con
 	slices.Sort(lat)
 	n := float64(len(lat))
 	return result{perSec: n / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100],
-		tripsPerOp: float64(b.trips.Load()) / n, serverUS: usec / n, allowed: float64(allowed) / n}, nil
+		tripsPerOp: float64(b.trips.Load()) / n, serverUS: usec / n, serverCPU: (cpu1 - cpu0) / n, allowed: float64(allowed) / n}, nil
 }
 
 // compare measures impls at each concurrency, rounds times interleaved,
@@ -305,7 +314,7 @@ func (b *bench) compare(ctx context.Context, title string, impls []impl, concs [
 	defer admin.Close()
 	fmt.Printf("\n%s\n\n", title)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "concurrency\timplementation\tdecisions/s\tp50\tp99\tround trips/decision\tredis-server µs/decision\tallowed\tthroughput vs "+base+"\t")
+	fmt.Fprintln(tw, "concurrency\timplementation\tdecisions/s\tp50\tp99\tround trips/decision\tredis-server CPU µs/decision\tin commands µs/decision\tallowed\tthroughput vs "+base+"\t")
 	for _, conc := range concs {
 		all := make([][]result, len(impls))
 		for range *rounds {
@@ -330,8 +339,8 @@ func (b *bench) compare(ctx context.Context, title string, impls []impl, concs [
 		for k, im := range impls {
 			r := med[k]
 			b.medians[fmt.Sprintf("%s/%d/%s", section, conc, im.name)] = r
-			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.2f\t%.1f\t%.0f%%\t%.2f×\t\n", conc, im.name, r.perSec,
-				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.tripsPerOp, r.serverUS, 100*r.allowed, r.perSec/baseRate)
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.0f%%\t%.2f×\t\n", conc, im.name, r.perSec,
+				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.tripsPerOp, r.serverCPU, r.serverUS, 100*r.allowed, r.perSec/baseRate)
 		}
 	}
 	return tw.Flush()
@@ -674,6 +683,26 @@ func serverMicros(ctx context.Context, c *redis.Client) (float64, error) {
 		}
 	}
 	return total, nil
+}
+
+// serverCPU is redis-server's CPU time so far (used_cpu_user +
+// used_cpu_sys), in µs: everything the server did, its network included,
+// which INFO commandstats leaves out (and where a script's commands count
+// inside the script's time and again on their own).
+func serverCPU(ctx context.Context, c *redis.Client) (float64, error) {
+	info, err := c.InfoMap(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, k := range []string{"used_cpu_user", "used_cpu_sys"} {
+		var v float64
+		if _, err := fmt.Sscan(info["CPU"][k], &v); err != nil {
+			return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
+		}
+		total += v
+	}
+	return total * 1e6, nil
 }
 
 func usedMemory(ctx context.Context, c *redis.Client) (int64, error) {

@@ -28,7 +28,8 @@ func (b *bench) targets() {
 		rows = append(rows,
 			row{"3-rule allowed decision vs redis_rate ×3 (concurrency 32)", "≥ 2.75×", lone.perSec / base.perSec, coal.perSec / base.perSec, "×", func(v float64) bool { return v >= 2.75 }},
 			row{"same, share of the raw-Lua floor", "≥ 80%", 100 * lone.perSec / floor.perSec, 100 * coal.perSec / floor.perSec, "%", func(v float64) bool { return v >= 80 }},
-			row{"redis-server CPU per allowed decision vs the floor's", "≤ 1.3×", lone.serverUS / floor.serverUS, coal.serverUS / floor.serverUS, "×", func(v float64) bool { return v <= 1.3 }})
+			row{"redis-server CPU per allowed decision vs the floor's (INFO cpu)", "≤ 1.3×", lone.serverCPU / floor.serverCPU, coal.serverCPU / floor.serverCPU, "×", func(v float64) bool { return v <= 1.3 }},
+			row{"same, time in commands (INFO commandstats: a script's commands count twice)", "", lone.serverUS / floor.serverUS, coal.serverUS / floor.serverUS, "×", nil})
 	}
 	abase, okAB := get("attack/32/redis_rate ×3")
 	alone, okAL := get("attack/32/otpguard (deny cache)")
@@ -49,7 +50,11 @@ func (b *bench) targets() {
 		return "no"
 	}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f%s\t%s\t%.2f%s\t%s\t\n", r.what, r.target, r.lone, r.unit, yes(r.met(r.lone)), r.coal, r.unit, yes(r.met(r.coal)))
+		m1, m2 := "", "" // a row shown beside the targets, not one
+		if r.met != nil {
+			m1, m2 = yes(r.met(r.lone)), yes(r.met(r.coal))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%s\t%s\t%.2f%s\t%s\t\n", r.what, r.target, r.lone, r.unit, m1, r.coal, r.unit, m2)
 	}
 	if b.httpCPU > 0 {
 		fmt.Fprintf(tw, "HTTP POST /v1/otp/send, the built server's CPU per request\t≤ 60 µs\t\t\t%.0f µs\t%s\t\n", b.httpCPU, yes(b.httpCPU <= 60))
