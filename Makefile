@@ -24,7 +24,7 @@ LAMBDA_GOARCH ?= arm64
 LAMBDA_FLAGS  := -tags lambda.norpc -trimpath -ldflags='-s -w -buildid='
 ARTIFACTS_DIR ?= dist
 
-.PHONY: run test mutate bench fuzz soak simulate lint vet redis-server cognito-local esdk-node chromium console build $(addprefix build-,$(FUNCTIONS))
+.PHONY: run test mutate bench fuzz soak simulate lint vet redis-server valgrind cognito-local esdk-node chromium console build $(addprefix build-,$(FUNCTIONS))
 
 ## run: the whole API on 127.0.0.1:8080, on an embedded Redis, with the local outbox
 run:
@@ -71,9 +71,10 @@ mutate: redis-server
 	cd tests/mutate && nice -n 19 $(GO) run . -root ../.. -pkgs '$(MUTATE_PKGS)' -own '$(MUTATE_OWN)' -lua=$(MUTATE_LUA) $(MUTATE_FLAGS)
 
 ## bench: otpguard side by side with redis_rate, ulule/limiter, throttled and a raw Lua floor on
-## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases); then the
-## client's allocations per decision, the Lambda bootstraps' init time (median of 21 starts) and warm durations
-bench: redis-server
+## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases, the server's
+## instructions per call under callgrind); then the client's allocations per decision, the Lambda
+## bootstraps' init time (median of 21 starts) and warm durations
+bench: redis-server valgrind
 	cd tests/bench && $(GO) run . -duration 3s -rounds 5
 	$(GO) test -run '^$$' -bench Allow -benchmem -cpu 1,32 ./guard/redisstore
 	$(GO) test -run '^$$' -bench DenyCacheHit -benchmem -cpu 1,32 ./guard
@@ -133,6 +134,16 @@ console:
 	$(GO) run ./cmd/otpguard console -server $(or $(SERVER),http://127.0.0.1:8080) $(CONSOLE_FLAGS)
 
 ## redis-server: install Debian's redis-server (and redis-cli) when missing
+valgrind:
+	@if ! command -v valgrind >/dev/null 2>&1 || ! command -v callgrind_control >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing valgrind with apt-get"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; \
+		else \
+			echo "make: valgrind is needed for make bench's instruction counts: sudo apt-get install valgrind" >&2; exit 1; \
+		fi; \
+	fi
+
 redis-server:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -61,7 +61,7 @@ func main() {
 var (
 	duration = flag.Duration("duration", 3*time.Second, "how long each measurement runs")
 	rounds   = flag.Int("rounds", 5, "measurements of each case; the median round is reported")
-	only     = flag.String("only", "allowed,attack,login,memory,cluster,http,cost", "the sections to run")
+	only     = flag.String("only", "allowed,attack,login,memory,cluster,http,cost,instructions", "the sections to run")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 )
 
@@ -116,6 +116,8 @@ func run() error {
 			err = b.httpSends(ctx)
 		case "cost":
 			err = b.cost(ctx)
+		case "instructions":
+			err = b.instructions(ctx)
 		default:
 			err = fmt.Errorf("unknown section %q", s)
 		}
