@@ -1,0 +1,116 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
+)
+
+// TestTheTakesPassAnswersAsTheGeneralOne: the library answers a batch of
+// one-unit takes on take-first fixed windows in a pass of its own
+// (fw_takes). The same library with that pass cut out, loaded beside it
+// on one real redis-server (FUNCTION libraries: their kept tables, OPS,
+// OUT and the parsed specs, live from call to call), is given the same
+// random walk on keys of its own: batches of one to four such takes of
+// three keys (one key may come twice in a batch), rules enforcing or
+// not, windows that end now and then (a key deleted from both: expiry in
+// real time would end one library's window a moment before the
+// other's), and now and then
+// a batch the takes pass does not answer (a peek, a take of two units),
+// which leaves longer or other replies and ops behind. Every answer must
+// be the same, field by field (the end of a window within 50 ms: the two
+// calls are apart in time, and its TTL counts in real time).
+func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	const dispatch = "  if takes then return fw_takes(ops, out, n) end\n"
+	if strings.Count(librarySource, dispatch) != 1 {
+		t.Fatalf("the library no longer dispatches to fw_takes with %q: update this test", dispatch)
+	}
+	load := func(name, src string) {
+		lib := "#!lua name=" + name + "\nlocal ENTRY = nil\nlocal VERSION = '" + name + "'\n" + src
+		if err := rdb.FunctionLoadReplace(ctx, lib).Err(); err != nil {
+			t.Fatal(name, err)
+		}
+	}
+	load("takes", librarySource)
+	load("general", strings.Replace(librarySource, dispatch, "", 1))
+
+	specs := make([]string, 6)
+	for i := range specs {
+		specs[i] = fmt.Sprintf("fw|%d|%d|%d||0|||||", 1+i%3, (60+15*i)*1000000, 1-i/5) // the last one does not enforce
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	reply := func(fn, prefix string, ops [][3]string) []any {
+		args := []any{"fcall", fn + "_batch", len(ops)}
+		for _, op := range ops {
+			args = append(args, "{t}"+prefix+op[0])
+		}
+		args = append(args, "", len(ops))
+		for _, op := range ops {
+			args = append(args, op[1], op[2])
+		}
+		v, err := rdb.Do(ctx, args...).Slice()
+		if err != nil {
+			t.Fatal(fn, err)
+		}
+		return v
+	}
+	fast := 0
+	for step := range 600 {
+		n := 1 + rng.IntN(4)
+		ops := make([][3]string, n)
+		general := rng.IntN(10) == 0 // a batch the takes pass does not answer
+		for i := range ops {
+			ops[i] = [3]string{fmt.Sprint("k", rng.IntN(3)), specs[rng.IntN(len(specs))], "t"}
+		}
+		if general {
+			ops[rng.IntN(n)][2] = []string{"p", "t|2|0||0"}[rng.IntN(2)]
+		} else {
+			fast++
+		}
+		var a, b []any
+		if step%2 == 0 { // in turn first
+			a, b = reply("takes", "a", ops), reply("general", "b", ops)
+		} else {
+			b, a = reply("general", "b", ops), reply("takes", "a", ops)
+		}
+		if len(a) != len(b) {
+			t.Fatalf("step %d %q: %d fields against %d", step, ops, len(a), len(b))
+		}
+		for i := range a {
+			if i == 1 { // now
+				continue
+			}
+			x, y := a[i].(int64), b[i].(int64)
+			tol := int64(0)
+			if i >= 2 && ((i-2)%6 == 2 || (i-2)%6 == 3) { // reset, retry: µs, from a TTL in ms
+				tol = 50000 // (a busy machine may stall between the two calls)
+			}
+			if x-y > tol || y-x > tol {
+				t.Fatalf("step %d %q: field %d is %d in the takes pass, %d in the general one\n%v\n%v", step, ops, i, x, y, a, b)
+			}
+		}
+		if rng.IntN(6) == 0 { // a window ends
+			k := fmt.Sprint("k", rng.IntN(3))
+			if err := rdb.Del(ctx, "{t}a"+k, "{t}b"+k).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+	}
+	if fast < 400 {
+		t.Fatalf("only %d batches for the takes pass", fast)
+	}
+}
