@@ -61,6 +61,9 @@ type Host struct {
 	Store  store.Store
 	Redis  redis.UniversalClient
 	Secret []byte
+	// Batch, if set, sends the ledger's commands (on Redis) in batches of
+	// its own: the local server's coalesced pipelines.
+	Batch Batch
 	// Void settles a send's receipt as a void attempt: its units go back.
 	Void func(ctx context.Context, receipt string) error
 	Log  *slog.Logger
@@ -138,7 +141,7 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{backend: b, ledger: NewLedger(h.Redis), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
+	return &Queue{backend: b, ledger: &Ledger{rdb: h.Redis, batch: h.Batch}, seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
 }
 
 // Send queues m (implements message.Sender). Errors wrap
