@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecodeBytes: every body is accepted or refused with a 4xx problem;
@@ -49,6 +50,38 @@ func FuzzDecodeBytes(f *testing.F) {
 
 // FuzzClientIP: the client is the peer, or one of the forwarded hops when
 // the peer is trusted; never an address that appears nowhere.
+// FuzzFlatDecode: whatever body the fast path (flat) takes, the token
+// decoder takes too, into the same values; what flat leaves, it fills
+// nothing of.
+func FuzzFlatDecode(f *testing.F) {
+	for _, s := range []string{`{"a":"x","b":"y"}`, ` { "a" : "x" , "b":"" } `, `{"a":"x","a":"y"}`, `{"a":"x",}`, `{"a":"x"}{}`, `{"A":"x"}`,
+		`{"a":"x\"y"}`, `{"a":"x","c":{"d":"1"}}`, `{"a":1}`, `{}`, `{"a":"é"}`, "{\"a\":\"x\ty\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !utf8.Valid(body) {
+			return // decodeBytes refuses it before either
+		}
+		var a, b, in string
+		c := map[string]string{}
+		fs := fields{"a": &a, "b": &b, "c": &c, "s": fields{"in": &in}}
+		if !flat(body, fs) {
+			if a != "" || b != "" {
+				t.Fatalf("%q: flat declined it yet filled %q %q", body, a, b)
+			}
+			return
+		}
+		var a2, b2, in2 string
+		c2 := map[string]string{}
+		if p := decodeTokens(body, fields{"a": &a2, "b": &b2, "c": &c2, "s": fields{"in": &in2}}); p != nil {
+			t.Fatalf("%q: flat took it, the decoder answers %+v", body, p)
+		}
+		if a2 != a || b2 != b || in2 != "" || len(c2) != 0 {
+			t.Fatalf("%q: flat %q %q, the decoder %q %q %q %v", body, a, b, a2, b2, in2, c2)
+		}
+	})
+}
+
 func FuzzClientIP(f *testing.F) {
 	for _, c := range [][2]string{{"10.0.0.1:1234", "198.51.100.1"}, {"10.0.0.1:1234", "198.51.100.1, 10.0.0.2"}, {"203.0.113.1:1", "1.2.3.4"},
 		{"[2001:db8::1]:443", "garbage, 2001:db8::2"}, {"10.0.0.1:1", ""}, {"nonsense", "1.1.1.1"}} {

@@ -34,6 +34,7 @@ const maxBatch = 128
 type pendingCmd struct {
 	ctx   context.Context
 	cmd   redis.Cmder
+	rest  []redis.Cmder // more commands sent with cmd, after it (processAll)
 	done  chan struct{}
 	state atomic.Int32 // queued, taken by a lane, or given up by its caller
 }
@@ -75,6 +76,42 @@ func (co *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	}
 	<-p.done // sent: its batch ends by the earliest deadline in it, this one's at the latest
 	return cmd.Err()
+}
+
+// processAll is Process for cmds that go together: in one batch, in
+// their order, on one connection (a pipeline of their own when the
+// queue is full). It returns once they are answered (or have failed),
+// with the first error among them.
+func (co *coalescer) processAll(ctx context.Context, cmds []redis.Cmder) error {
+	p := &pendingCmd{ctx: ctx, cmd: cmds[0], done: make(chan struct{})}
+	if len(cmds) > 1 {
+		p.rest = cmds[1:]
+	}
+	select {
+	case co.queue <- p:
+		if co.lanes.Add(1) <= co.max {
+			co.serve(p)
+		} else {
+			co.lanes.Add(-1) // every lane is busy: one of them takes it
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			if p.state.CompareAndSwap(queued, givenUp) {
+				p.setErr(ctx.Err()) // never sent: a lane skips it
+				break
+			}
+			<-p.done // sent: answered by its batch's deadline, this one's at the latest
+		}
+	default: // the queue is full: these go on their own
+		co.pipeline(ctx, []*pendingCmd{p})
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serve is a caller's turn as a lane: batches until its own call p is
@@ -137,24 +174,41 @@ fill:
 			break fill
 		}
 	}
-	switch len(batch) {
-	case 0:
+	switch {
+	case len(batch) == 0:
 		return len(co.queue) > 0 // only calls given up on were taken: look again
-	case 1:
+	case len(batch) == 1 && batch[0].rest == nil:
 		_ = co.client.Process(batch[0].ctx, batch[0].cmd)
+		close(batch[0].done)
 	default:
 		ctx, cancel := batchContext(batch)
-		pipe := co.client.Pipeline()
-		for _, p := range batch {
-			_ = pipe.Process(ctx, p.cmd)
-		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
+		co.pipeline(ctx, batch)
 		cancel()
 	}
+	return true
+}
+
+// pipeline sends batch's commands as one pipeline on ctx, and closes
+// their done: each command carries its own error.
+func (co *coalescer) pipeline(ctx context.Context, batch []*pendingCmd) {
+	pipe := co.client.Pipeline()
+	for _, p := range batch {
+		_ = pipe.Process(ctx, p.cmd)
+		for _, cmd := range p.rest {
+			_ = pipe.Process(ctx, cmd)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
 	for _, p := range batch {
 		close(p.done)
 	}
-	return true
+}
+
+func (p *pendingCmd) setErr(err error) {
+	p.cmd.SetErr(err)
+	for _, cmd := range p.rest {
+		cmd.SetErr(err)
+	}
 }
 
 // batchContext bounds a batch by the earliest of its calls' deadlines, so
@@ -172,4 +226,29 @@ func batchContext(batch []*pendingCmd) (context.Context, context.CancelFunc) {
 		return context.WithCancel(context.WithoutCancel(batch[0].ctx))
 	}
 	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), earliest)
+}
+
+// Batch sends cmds together, in their order on one connection, and
+// returns once each is answered (or has failed), with the first error
+// among them (redis.Nil included, as a pipeline's Exec): when c
+// coalesces (Options.Coalesce), in one of the coalesced batches, beside
+// the store's own calls, else as one pipeline (a lone command as it
+// is). It is for the other Redis users of a process whose store
+// coalesces (the local server's delivery queue), whose commands would
+// otherwise cost a round trip each.
+func (c *Conn) Batch(ctx context.Context, cmds ...redis.Cmder) error {
+	switch {
+	case len(cmds) == 0:
+		return nil
+	case c.co != nil:
+		return c.co.processAll(ctx, cmds)
+	case len(cmds) == 1:
+		return c.Client.Process(ctx, cmds[0])
+	}
+	pipe := c.Client.Pipeline()
+	for _, cmd := range cmds {
+		_ = pipe.Process(ctx, cmd)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }

@@ -153,3 +153,65 @@ func TestCoalescedCallsFailTogetherWithoutHanging(t *testing.T) {
 		t.Errorf("30 calls with a store timeout of 1s took %v", took)
 	}
 }
+
+// TestConnBatch: commands sent together through a Conn's Batch, by many
+// callers at once, are each answered as a pipeline would answer them, in
+// their order (a GET after the SET of its key finds it; the first error
+// returned, redis.Nil included), through the lanes'
+// connections when the Conn coalesces and as one pipeline when it does
+// not; a caller whose context has ended gets its error.
+func TestConnBatch(t *testing.T) {
+	for _, lanes := range []int{0, 2} {
+		t.Run(fmt.Sprintf("lanes=%d", lanes), func(t *testing.T) {
+			rdb := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 64})
+			defer rdb.Close()
+			flush(t, rdb)
+			conn := redisstore.Connect(rdb)
+			redisstore.New(conn, redisstore.Options{Coalesce: lanes})
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			errs := make(chan error, 100)
+			for i := range 100 {
+				wg.Go(func() {
+					p := rdb.Pipeline()
+					key := fmt.Sprintf("test:batch%d", i)
+					now, set, get := p.Time(ctx), p.Set(ctx, key, i, time.Minute), p.Get(ctx, key)
+					p.Discard()
+					if err := conn.Batch(ctx, now, set, get); err != nil {
+						errs <- err
+						return
+					}
+					if v, _ := get.Int(); now.Val().IsZero() || set.Val() != "OK" || v != i {
+						errs <- fmt.Errorf("%d: time %v, set %q, get %d", i, now.Val(), set.Val(), v)
+					}
+					p = rdb.Pipeline()
+					incr, missing := p.Incr(ctx, "test:batch-n"), p.Get(ctx, "test:batch-missing")
+					p.Discard()
+					if err := conn.Batch(ctx, incr, missing); err != redis.Nil || missing.Err() != redis.Nil || incr.Err() != nil {
+						errs <- fmt.Errorf("a missing key: %v, want redis.Nil", err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			defer rdb.Del(ctx, "test:batch-n")
+			if n, err := rdb.Get(ctx, "test:batch-n").Int(); err != nil || n != 100 {
+				t.Errorf("test:batch-n = %d %v, want 100", n, err)
+			}
+			if n := rdb.PoolStats().TotalConns; lanes > 0 && n > uint32(lanes)+1 {
+				t.Errorf("the batches used %d connections, want at most the %d lanes' (and one spare)", n, lanes)
+			}
+			gone, cancel := context.WithCancel(ctx)
+			cancel()
+			p := rdb.Pipeline()
+			now := p.Time(gone)
+			p.Discard()
+			if err := conn.Batch(gone, now); err == nil {
+				t.Error("a batch with an ended context answered no error")
+			}
+		})
+	}
+}

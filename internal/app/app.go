@@ -139,7 +139,9 @@ func New(ctx context.Context, s Settings, cfg config.Config, keys Keys) (*App, e
 	a.checkEviction(pctx)
 	if s.Senders != nil {
 		var err error
-		host := queue.Host{Store: a.store, Redis: s.Redis, Secret: s.Secret, Log: s.Log, Void: a.void}
+		// the delivery queue's commands join the store's coalesced batches
+		// (Coalesce; without it, conn.Batch is a pipeline)
+		host := queue.Host{Store: a.store, Redis: s.Redis, Batch: conn.Batch, Secret: s.Secret, Log: s.Log, Void: a.void}
 		if a.sender, err = s.Senders(host); err != nil {
 			return nil, err
 		}

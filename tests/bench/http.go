@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,10 @@ import (
 	"time"
 )
 
+// httpAddr is where httpSends runs the built server: another port lets
+// two runs share a machine.
+var httpAddr = flag.String("http-addr", "127.0.0.1:18180", "the address http runs the built server on")
+
 // httpSends drives the built server's POST /v1/otp/send with 16
 // connections, every request to a new address from a new client address
 // (behind a trusted loopback proxy), so every one is allowed and sent (to
@@ -26,17 +31,18 @@ func (b *bench) httpSends(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	stop, err := b.startServer(dir, "127.0.0.1:18180", "{timeout: 1s}")
+	stop, err := b.startServer(dir, *httpAddr, "{timeout: 1s}")
 	if err != nil {
 		return err
 	}
 	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, MaxConnsPerHost: 16}, Timeout: 5 * time.Second}
 	var n atomic.Int64
+	url := "http://" + *httpAddr + "/v1/otp/send"
 	send := func(ctx context.Context, _ int) (bool, error) {
 		i := n.Add(1)
 		body := fmt.Sprintf(`{"channel":"email","to":"h%d@example.com","purpose":"login"}`, i)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:18180/v1/otp/send", strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
 		resp, err := client.Do(req)

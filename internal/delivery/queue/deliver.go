@@ -48,6 +48,8 @@ type Deliverer struct {
 // DeliverOptions are a Deliverer's parts.
 type DeliverOptions struct {
 	Redis redis.UniversalClient
+	// Batch, if set, sends the ledger's commands (see Host.Batch).
+	Batch Batch
 	// SealKey is guard.DeriveKey(secret, SealLabel).
 	SealKey []byte
 	// Sender is the direct sender, or a function returning the one in
@@ -85,7 +87,7 @@ func NewDeliverer(o DeliverOptions) (*Deliverer, error) {
 	sender := o.Sender
 	return &Deliverer{
 		send: func(ctx context.Context, m message.Message) error { return sender().Send(ctx, m) }, void: o.Void,
-		ledger: NewLedger(o.Redis), aead: aead, maxReceives: o.MaxReceives, lease: o.Lease, log: o.Log,
+		ledger: &Ledger{rdb: o.Redis, batch: o.Batch}, aead: aead, maxReceives: o.MaxReceives, lease: o.Lease, log: o.Log,
 	}, nil
 }
 

@@ -13,10 +13,35 @@ import (
 // (its keys share one cluster slot): the newest message's id, and a mark
 // per message being sent or sent. Redis's TIME is read beside each
 // script (ElastiCache Serverless refuses it inside one).
-type Ledger struct{ rdb redis.UniversalClient }
+type Ledger struct {
+	rdb   redis.UniversalClient
+	batch Batch // nil: rdb's pipelines
+}
 
 // NewLedger keeps the ledger in rdb.
-func NewLedger(rdb redis.UniversalClient) *Ledger { return &Ledger{rdb} }
+func NewLedger(rdb redis.UniversalClient) *Ledger { return &Ledger{rdb: rdb} }
+
+// Batch sends Redis commands together, returning once each is answered
+// (or has failed) with the first error among them, as a pipeline's Exec
+// does: the local server's redisstore.Conn.Batch, whose batches join the
+// store's coalesced calls.
+type Batch func(ctx context.Context, cmds ...redis.Cmder) error
+
+// send sends the commands queued on p (a pipeline never executed, in
+// which go-redis builds them) through l.batch, or as one pipeline; a lone
+// command as it is.
+func (l *Ledger) send(ctx context.Context, p redis.Pipeliner, cmds ...redis.Cmder) error {
+	switch {
+	case l.batch != nil:
+		p.Discard()
+		return l.batch(ctx, cmds...)
+	case len(cmds) == 1:
+		p.Discard()
+		return l.rdb.Process(ctx, cmds[0])
+	}
+	_, err := p.Exec(ctx)
+	return err
+}
 
 // kept is how long a sent message's mark outlives it: past SQS's
 // retention of the queue (15 minutes), no copy of it can come back.
@@ -45,13 +70,9 @@ func markKey(key, id string) string { return "og:{q" + key + "}m" + id }
 // Enqueue makes id the newest message for key, for ttl, and returns
 // Redis's time.
 func (l *Ledger) Enqueue(ctx context.Context, key, id string, ttl time.Duration) (time.Time, error) {
-	var now *redis.TimeCmd
-	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		now = p.Time(ctx)
-		p.Set(ctx, latestKey(key), id, ttl)
-		return nil
-	})
-	if err != nil {
+	p := l.rdb.Pipeline()
+	now := p.Time(ctx)
+	if err := l.send(ctx, p, now, p.Set(ctx, latestKey(key), id, ttl)); err != nil {
 		return time.Time{}, err
 	}
 	return now.Val(), nil
@@ -75,14 +96,10 @@ return 'claimed'
 // ends the claim (Settle); a claim lapses by itself after lease.
 func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease time.Duration) (c Claim, token string, err error) {
 	token = newID()
-	var now *redis.TimeCmd
-	var res *redis.Cmd
-	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		now = p.Time(ctx)
-		res = p.Eval(ctx, claimSource, []string{latestKey(key), markKey(key, id)}, id, token, lease.Milliseconds())
-		return nil
-	})
-	if err != nil {
+	p := l.rdb.Pipeline()
+	now := p.Time(ctx)
+	res := p.Eval(ctx, claimSource, []string{latestKey(key), markKey(key, id)}, id, token, lease.Milliseconds())
+	if err = l.send(ctx, p, now, res); err != nil {
 		return 0, "", err
 	}
 	answer, _ := res.Val().(string)
@@ -107,7 +124,8 @@ func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease
 
 // Done marks message id sent (or never to be sent).
 func (l *Ledger) Done(ctx context.Context, key, id string) error {
-	return l.rdb.Set(ctx, markKey(key, id), "done", kept).Err()
+	p := l.rdb.Pipeline()
+	return l.send(ctx, p, p.Set(ctx, markKey(key, id), "done", kept))
 }
 
 // settleScript ends a claim, if it is still this token's: released (a
@@ -132,20 +150,18 @@ func (l *Ledger) Settle(ctx context.Context, key, id, token, final string) (held
 // failed): true for the one caller that marked it, who gives its units
 // back.
 func (l *Ledger) Retire(ctx context.Context, key, id string) (bool, error) {
-	return l.rdb.SetNX(ctx, markKey(key, id), "done", kept).Result()
+	p := l.rdb.Pipeline()
+	set := p.SetNX(ctx, markKey(key, id), "done", kept)
+	err := l.send(ctx, p, set)
+	return set.Val(), err
 }
 
 // Current reports whether message id is still the newest of key and its
 // code alive (asked again once its turn at the provider has come).
 func (l *Ledger) Current(ctx context.Context, key, id string, expires int64) (Claim, error) {
-	var now *redis.TimeCmd
-	var latest *redis.StringCmd
-	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		now = p.Time(ctx)
-		latest = p.Get(ctx, latestKey(key))
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	p := l.rdb.Pipeline()
+	now, latest := p.Time(ctx), p.Get(ctx, latestKey(key))
+	if err := l.send(ctx, p, now, latest); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, err
 	}
 	switch {

@@ -161,7 +161,7 @@ func InProcess(h Host, direct message.Sender, workers int, o Options) (*Queue, *
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := NewDeliverer(DeliverOptions{Redis: h.Redis, SealKey: guard.DeriveKey(h.Secret, SealLabel),
+	d, err := NewDeliverer(DeliverOptions{Redis: h.Redis, Batch: h.Batch, SealKey: guard.DeriveKey(h.Secret, SealLabel),
 		Sender: func() message.Sender { return direct }, Void: h.Void, Log: h.Log})
 	if err != nil {
 		return nil, nil, err

@@ -33,6 +33,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -61,6 +62,9 @@ type Host struct {
 	Store  store.Store
 	Redis  redis.UniversalClient
 	Secret []byte
+	// Batch, if set, sends the ledger's commands (on Redis) in batches of
+	// its own: the local server's coalesced pipelines.
+	Batch Batch
 	// Void settles a send's receipt as a void attempt: its units go back.
 	Void func(ctx context.Context, receipt string) error
 	Log  *slog.Logger
@@ -138,7 +142,7 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{backend: b, ledger: NewLedger(h.Redis), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
+	return &Queue{backend: b, ledger: &Ledger{rdb: h.Redis, batch: h.Batch}, seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
 }
 
 // Send queues m (implements message.Sender). Errors wrap
@@ -207,14 +211,22 @@ func (q *Queue) key(m message.Message, id string) string {
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
 }
 
+// sealJob is j's JSON sealed, base64: the nonce, then the ciphertext and
+// its tag. The JSON leaves <, > and & as they are (json.Marshal would
+// escape them, for HTML pages: an email's HTML body would grow by a
+// third and take longer to read back); open reads either form.
 func (q *Queue) sealJob(j Job) (string, error) {
-	plain, err := json.Marshal(j)
-	if err != nil {
+	var plain bytes.Buffer
+	enc := json.NewEncoder(&plain)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(j); err != nil {
 		return "", err
 	}
-	nonce := make([]byte, q.seal.NonceSize())
-	_, _ = rand.Read(nonce)
-	return base64.StdEncoding.EncodeToString(q.seal.Seal(nonce, nonce, plain, []byte("otpguard job"))), nil
+	ns := q.seal.NonceSize()
+	sealed := make([]byte, ns, ns+plain.Len()+q.seal.Overhead())
+	_, _ = rand.Read(sealed)
+	sealed = q.seal.Seal(sealed, sealed, bytes.TrimSuffix(plain.Bytes(), []byte("\n")), []byte("otpguard job"))
+	return base64.StdEncoding.EncodeToString(sealed), nil
 }
 
 // sealer is the jobs' AES-256-GCM under key (guard.DeriveKey of the
@@ -234,7 +246,8 @@ func open(aead cipher.AEAD, body string) (Job, error) {
 	if err != nil || len(raw) < aead.NonceSize() {
 		return j, errors.New("queue: a malformed job")
 	}
-	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], []byte("otpguard job"))
+	ns := aead.NonceSize()
+	plain, err := aead.Open(raw[ns:ns], raw[:ns], raw[ns:], []byte("otpguard job")) // in place
 	if err != nil {
 		return j, errors.New("queue: a job that does not open with this deployment's key")
 	}

@@ -56,9 +56,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// each runs fn on a redis-server, a cluster and the Serverless double.
+// each runs fn on a redis-server, the same with the ledger's commands
+// in a coalescing store's batches (as the local server has them), a
+// cluster and the Serverless double.
 func each(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
 	t.Run("single", func(t *testing.T) { fn(t, single.Client()) })
+	t.Run("coalesced", func(t *testing.T) {
+		rdb := single.Client()
+		defer rdb.Close()
+		conn := redisstore.Connect(rdb)
+		redisstore.New(conn, redisstore.Options{Coalesce: 2})
+		fn(t, coalesced{rdb, conn.Batch})
+	})
 	t.Run("cluster", func(t *testing.T) { fn(t, cluster.Client()) })
 	t.Run("serverless", func(t *testing.T) {
 		rdb, err := redisstore.NewClient(double.URL())
@@ -68,6 +77,12 @@ func each(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
 		defer rdb.Close()
 		fn(t, rdb)
 	})
+}
+
+// coalesced is a client whose ledger commands go through batch (newRig).
+type coalesced struct {
+	*redis.Client
+	batch queue.Batch
 }
 
 // box is a Backend that keeps what is pushed.
@@ -136,11 +151,15 @@ func newRig(t *testing.T, rdb redis.UniversalClient, o queue.Options) *rig {
 		r.voided = append(r.voided, receipt)
 		return nil
 	}
+	var batch queue.Batch
+	if c, ok := rdb.(coalesced); ok {
+		batch = c.batch
+	}
 	var err error
-	if r.q, err = queue.New(queue.Host{Redis: rdb, Secret: secret, Void: void}, r.box, o); err != nil {
+	if r.q, err = queue.New(queue.Host{Redis: rdb, Batch: batch, Secret: secret, Void: void}, r.box, o); err != nil {
 		t.Fatal(err)
 	}
-	if r.d, err = queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, SealKey: guard.DeriveKey(secret, queue.SealLabel),
+	if r.d, err = queue.NewDeliverer(queue.DeliverOptions{Redis: rdb, Batch: batch, SealKey: guard.DeriveKey(secret, queue.SealLabel),
 		Sender: func() message.Sender { return r.sender }, Void: void}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,7 +18,9 @@ type transform func(v value) []byte
 
 // serve relays one client connection to its own server connection,
 // rewriting the commands and replies the double changes. Replies come
-// back in command order; push messages (RESP3 pub/sub) pass through.
+// back in command order; pub/sub messages pass through: RESP3 push
+// messages, and on a connection that subscribed, RESP2's arrays of the
+// same (a subscription's confirmations and messages).
 func (s *Serverless) serve(c net.Conn) {
 	up, err := net.Dial("tcp", s.server.Addr)
 	if err != nil {
@@ -33,6 +36,7 @@ func (s *Serverless) serve(c net.Conn) {
 		s.track(up, false)
 	}()
 	pending := make(chan transform, 1<<16)
+	var subscribed atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -44,7 +48,7 @@ func (s *Serverless) serve(c net.Conn) {
 				return
 			}
 			out := v.raw
-			if v.kind != '>' {
+			if v.kind != '>' && !(subscribed.Load() && pubSubFrame(v)) {
 				if f := <-pending; f != nil {
 					out = f(v)
 				}
@@ -60,6 +64,9 @@ func (s *Serverless) serve(c net.Conn) {
 		if err != nil {
 			break
 		}
+		if isSubscribe(args) {
+			subscribed.Store(true)
+		}
 		out, f, reply := s.rewrite(args)
 		if reply {
 			pending <- f
@@ -70,6 +77,30 @@ func (s *Serverless) serve(c net.Conn) {
 	}
 	up.Close()
 	<-done
+}
+
+func isSubscribe(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch strings.ToLower(args[0]) {
+	case "subscribe", "psubscribe", "ssubscribe":
+		return true
+	}
+	return false
+}
+
+// pubSubFrame reports a RESP2 pub/sub frame: an array whose first element
+// names a subscription's confirmation or a message.
+func pubSubFrame(v value) bool {
+	if v.kind != '*' || len(v.elems) < 3 {
+		return false
+	}
+	switch v.elems[0].str {
+	case "message", "pmessage", "smessage", "subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe":
+		return true
+	}
+	return false
 }
 
 // rewrite returns what to send the server for a client's command, how to
