@@ -140,8 +140,11 @@ type bench struct {
 	httpCPU float64
 }
 
+// client is a client of the bench's redis-server for one implementation:
+// every implementation gets the same options, RESP2 included, as the
+// product's own client speaks it (redisstore.NewClient).
 func (b *bench) client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: b.srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: b.srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true, Protocol: 2})
 	c.AddHook(redistest.RoundTrips{N: &b.trips})
 	return c
 }
