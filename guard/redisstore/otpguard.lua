@@ -628,6 +628,10 @@ local function spec(s)
   local sp = SPECS[s]
   if sp then return sp end
   local alg, limit, window, enforce, f, ttl, lock, mn, el, ch, kp = string.match(s, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  -- the window: whole µs, below 2^53 (formatted once as PEXPIRE's
+  -- milliseconds: an infinite or huge one would format negative)
+  local w = tonumber(window)
+  if not w or w < 0 or w ~= floor(w) or w >= 9007199254740992 then return nil, 'otpguard: bad spec ' .. tostring(s) end
   sp = {alg = alg, limit = tonumber(limit), window = tonumber(window), enforce = enforce == '1', f = f,
     ttl = tonumber(ttl), packed = f ~= '', min = tonumber(mn) or 0, elastic = tonumber(el), challenge = ch ~= '',
     challenge_takes = ch == '2'}
@@ -668,10 +672,15 @@ local SHORT = {}
 local function parse(keys, args)
   local ops, k = OPS, 1
   local n = tonumber(args[2])
+  -- a whole number of ops, NA arguments each (the kept reply table is cut
+  -- to this call's length: any other count would leave an earlier
+  -- call's fields in it)
+  if not n or n < 0 or n ~= floor(n) or 2 + n * NA ~= #args then return nil, 'otpguard: bad op count ' .. tostring(args[2]) end
   local takes = true -- every op a 't' of a take-first rule (see fw_takes)
   for i = 1, n do
     local b = 2 + (i - 1) * NA
-    local sp = spec(args[b + SPEC])
+    local sp, serr = spec(args[b + SPEC])
+    if not sp then return nil, serr end
     local op = ops[i]
     if not op then op = {c = 0, e = 0, fresh = false}; ops[i] = op end
     if op.sp ~= sp then setmetatable(op, sp.mt); op.sp = sp end

@@ -114,3 +114,43 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 		t.Fatalf("only %d batches for the takes pass", fast)
 	}
 }
+
+// TestMalformedBatchesAreRefused: a batch's arguments come only from the
+// store, but the library checks what its kept tables depend on. An op
+// count that is not the number of ops given, whole and not negative,
+// would cut the kept reply table wrong and answer with an earlier call's
+// fields; a window that is not whole µs below 2^53 (infinite, huge,
+// empty) would be formatted negative for PEXPIRE, which deletes the key:
+// every take admitted. Each is refused, and writes nothing.
+func TestMalformedBatchesAreRefused(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.FunctionLoadReplace(ctx, "#!lua name=m\nlocal ENTRY = nil\nlocal VERSION = 'm'\n"+librarySource).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const spec = "fw|5|60000000|1||0|||||"
+	if v, err := rdb.Do(ctx, "fcall", "m_batch", 2, "{x}a", "{x}b", "", 2, spec, "t", spec, "t").Slice(); err != nil || len(v) != 14 {
+		t.Fatalf("a good batch: %v %v", v, err)
+	}
+	for _, n := range []string{"0.5", "nan", "-1", "1.5", "2", "inf", ""} {
+		v, err := rdb.Do(ctx, "fcall", "m_batch", 1, "{y}a", "", n, spec, "t").Result()
+		if err == nil || !strings.Contains(err.Error(), "bad op count") {
+			t.Errorf("op count %q: %v %v, want refused", n, v, err)
+		}
+	}
+	for _, w := range []string{"inf", "nan", "1e30", "", "-1", "1.5"} {
+		v, err := rdb.Do(ctx, "fcall", "m_batch", 1, "{w}k", "", 1, "fw|5|"+w+"|1||0|||||", "t").Result()
+		if err == nil || !strings.Contains(err.Error(), "bad spec") {
+			t.Errorf("window %q: %v %v, want refused", w, v, err)
+		}
+	}
+	if n, err := rdb.Exists(ctx, "{y}a", "{w}k").Result(); err != nil || n != 0 {
+		t.Fatalf("refused batches wrote %d keys (%v)", n, err)
+	}
+}
