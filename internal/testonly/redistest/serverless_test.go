@@ -92,4 +92,14 @@ func TestServerlessDouble(t *testing.T) {
 	if err := def.Ping(ctx).Err(); err == nil {
 		t.Error("the default user answers")
 	}
+	// A failed login is not one of the user's commands refused (a client
+	// of another double may reach this port): Denials leaves it out.
+	wrong := redis.NewClient(&redis.Options{Addr: s.Addr, Username: s.User, Password: "not-this-double", Protocol: 2, MaxRetries: -1})
+	defer wrong.Close()
+	if err := wrong.Ping(ctx).Err(); err == nil {
+		t.Error("a wrong password logs in")
+	}
+	if d2, err := s.Denials(ctx); err != nil || len(d2) != len(d) {
+		t.Errorf("after a failed login the ACL log's refusals are %v (%v), were %v", d2, err, d)
+	}
 }
