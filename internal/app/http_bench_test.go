@@ -22,6 +22,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 type discard struct{}
@@ -35,22 +36,7 @@ func (discard) Send(context.Context, message.Message) error { return nil }
 // address, so every one is allowed and sent: the server's own CPU per
 // request is what -cpuprofile shows of it.
 func BenchmarkSendHTTP(b *testing.B) {
-	rs, err := redistest.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rs.Close()
-	// the product's client (redisstore.NewClient), as the server has it
-	rdb, err := redisstore.NewClient("redis://" + rs.Addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rdb.Close()
-	_, key, _ := ed25519.GenerateKey(nil)
-	cfg, err := config.Parse([]byte("network: {trustedProxies: [127.0.0.0/8, 192.0.2.0/24]}\nstore: {timeout: 2s}\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	rdb, cfg, key := benchServer(b, "2s")
 	a, err := app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"),
 		Senders: func(queue.Host) (message.Sender, error) { return discard{}, nil },
 		Log:     slog.New(slog.NewJSONHandler(io.Discard, nil))}, cfg, app.Keys{Signing: key})
@@ -62,13 +48,7 @@ func BenchmarkSendHTTP(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		body := fmt.Sprintf(`{"channel":"email","to":"h%d@example.com","purpose":"login"}`, i)
-		r := httptest.NewRequest(http.MethodPost, "/v1/otp/send", strings.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		r.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", 1+i>>16&255, i>>8&255, i&255))
-		w := httptest.NewRecorder()
-		a.ServeHTTP(w, r)
-		if w.Code != http.StatusAccepted {
+		if w := send(a, int64(i)); w.Code != http.StatusAccepted {
 			b.Fatalf("%d %s", w.Code, w.Body)
 		}
 	}
@@ -82,21 +62,7 @@ func BenchmarkSendHTTP(b *testing.B) {
 // time (user and system) per request, which a busy machine inflates less
 // than the wall time.
 func BenchmarkSendHTTPServer(b *testing.B) {
-	rs, err := redistest.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rs.Close()
-	rdb, err := redisstore.NewClient("redis://" + rs.Addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rdb.Close()
-	_, key, _ := ed25519.GenerateKey(nil)
-	cfg, err := config.Parse([]byte("network: {trustedProxies: [127.0.0.0/8, 192.0.2.0/24]}\nstore: {timeout: 1s}\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	rdb, cfg, key := benchServer(b, "1s")
 	var locals []*queue.Local
 	a, err := app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"),
 		Senders: func(h queue.Host) (message.Sender, error) {
@@ -122,14 +88,7 @@ func BenchmarkSendHTTPServer(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			i := n.Add(1)
-			body := fmt.Sprintf(`{"channel":"email","to":"h%d@example.com","purpose":"login"}`, i)
-			r := httptest.NewRequest(http.MethodPost, "/v1/otp/send", strings.NewReader(body))
-			r.Header.Set("Content-Type", "application/json")
-			r.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", 1+i>>16&255, i>>8&255, i&255))
-			w := httptest.NewRecorder()
-			a.ServeHTTP(w, r)
-			if w.Code != http.StatusAccepted {
+			if w := send(a, n.Add(1)); w.Code != http.StatusAccepted {
 				b.Errorf("%d %s", w.Code, w.Body)
 			}
 		}
@@ -143,4 +102,39 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchServer starts a redis-server for the benchmark and returns the
+// product's client of it (redisstore.NewClient, as the server has it), the
+// default configuration behind trusted proxies with the store's timeout,
+// and a signing key.
+func benchServer(b *testing.B, timeout string) (redis.UniversalClient, config.Config, ed25519.PrivateKey) {
+	rs, err := redistest.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(rs.Close)
+	rdb, err := redisstore.NewClient("redis://" + rs.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rdb.Close() })
+	_, key, _ := ed25519.GenerateKey(nil)
+	cfg, err := config.Parse([]byte("network: {trustedProxies: [127.0.0.0/8, 192.0.2.0/24]}\nstore: {timeout: " + timeout + "}\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rdb, cfg, key
+}
+
+// send is the i-th POST /v1/otp/send: a new address from a new client
+// address, so the rules allow it.
+func send(a *app.App, i int64) *httptest.ResponseRecorder {
+	body := fmt.Sprintf(`{"channel":"email","to":"h%d@example.com","purpose":"login"}`, i)
+	r := httptest.NewRequest(http.MethodPost, "/v1/otp/send", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", 1+i>>16&255, i>>8&255, i&255))
+	w := httptest.NewRecorder()
+	a.ServeHTTP(w, r)
+	return w
 }
