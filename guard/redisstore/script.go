@@ -134,7 +134,7 @@ func newLibrary() *library {
 	sum := sha256.Sum256([]byte(librarySource))
 	l := &library{version: "og_" + hex.EncodeToString(sum[:6]), scripts: map[string]string{}, shas: map[string]string{},
 		fcalls: map[string]any{}, evalshas: map[string]any{}, evals: map[string]any{}}
-	l.functions = "#!lua name=" + l.version + "\nlocal ENTRY = nil\nlocal VERSION = '" + l.version + "'\n" + librarySource
+	l.functions = functionLibrary(l.version, librarySource)
 	for _, e := range entries {
 		src := "local ENTRY = '" + e + "'\nlocal VERSION = nil\n" + librarySource
 		sha := sha1.Sum([]byte(src))
@@ -142,6 +142,12 @@ func newLibrary() *library {
 		l.fcalls[e], l.evalshas[e], l.evals[e] = l.version+"_"+e, l.shas[e], src
 	}
 	return l
+}
+
+// functionLibrary is src as a FUNCTION library named name, its entries
+// registered as <name>_<entry>.
+func functionLibrary(name, src string) string {
+	return "#!lua name=" + name + "\nlocal ENTRY = nil\nlocal VERSION = '" + name + "'\n" + src
 }
 
 // lib is shared by every store of the process: loading is per server.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
@@ -26,26 +28,12 @@ import (
 // be the same, field by field (the end of a window within 50 ms: the two
 // calls are apart in time, and its TTL counts in real time).
 func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	rdb := srv.Client()
-	defer rdb.Close()
-	ctx := context.Background()
 	const dispatch = "  if takes then return fw_takes(ops, out, n) end\n"
 	if strings.Count(librarySource, dispatch) != 1 {
 		t.Fatalf("the library no longer dispatches to fw_takes with %q: update this test", dispatch)
 	}
-	load := func(name, src string) {
-		lib := "#!lua name=" + name + "\nlocal ENTRY = nil\nlocal VERSION = '" + name + "'\n" + src
-		if err := rdb.FunctionLoadReplace(ctx, lib).Err(); err != nil {
-			t.Fatal(name, err)
-		}
-	}
-	load("takes", librarySource)
-	load("general", strings.Replace(librarySource, dispatch, "", 1))
+	rdb := librariesOn(t, map[string]string{"takes": librarySource, "general": strings.Replace(librarySource, dispatch, "", 1)})
+	ctx := context.Background()
 
 	specs := make([]string, 6)
 	for i := range specs {
@@ -123,17 +111,8 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 // empty) would be formatted negative for PEXPIRE, which deletes the key:
 // every take admitted. Each is refused, and writes nothing.
 func TestMalformedBatchesAreRefused(t *testing.T) {
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	rdb := srv.Client()
-	defer rdb.Close()
+	rdb := librariesOn(t, map[string]string{"m": librarySource})
 	ctx := context.Background()
-	if err := rdb.FunctionLoadReplace(ctx, "#!lua name=m\nlocal ENTRY = nil\nlocal VERSION = 'm'\n"+librarySource).Err(); err != nil {
-		t.Fatal(err)
-	}
 	const spec = "fw|5|60000000|1||0|||||"
 	if v, err := rdb.Do(ctx, "fcall", "m_batch", 2, "{x}a", "{x}b", "", 2, spec, "t", spec, "t").Slice(); err != nil || len(v) != 14 {
 		t.Fatalf("a good batch: %v %v", v, err)
@@ -153,4 +132,23 @@ func TestMalformedBatchesAreRefused(t *testing.T) {
 	if n, err := rdb.Exists(ctx, "{y}a", "{w}k").Result(); err != nil || n != 0 {
 		t.Fatalf("refused batches wrote %d keys (%v)", n, err)
 	}
+}
+
+// librariesOn starts a redis-server with each source of libs loaded as a
+// FUNCTION library under its name, and returns a client of it.
+func librariesOn(t *testing.T, libs map[string]string) *redis.Client {
+	t.Helper()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	t.Cleanup(func() { rdb.Close() })
+	for name, src := range libs {
+		if err := rdb.FunctionLoadReplace(context.Background(), functionLibrary(name, src)).Err(); err != nil {
+			t.Fatal(name, err)
+		}
+	}
+	return rdb
 }
