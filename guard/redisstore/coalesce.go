@@ -53,28 +53,9 @@ func newCoalescer(c *redis.Client, lanes int) *coalescer {
 // returns once the batch is answered (or has failed: cmd then carries
 // the error, as a lone call's would).
 func (co *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
-	p := &pendingCmd{ctx: ctx, cmd: cmd, done: make(chan struct{})}
-	select {
-	case co.queue <- p:
-	default: // the queue is full: this one goes on its own
-		return co.client.Process(ctx, cmd)
+	if !co.await(ctx, &pendingCmd{ctx: ctx, cmd: cmd, done: make(chan struct{})}) {
+		return co.client.Process(ctx, cmd) // the queue is full: this one goes on its own
 	}
-	if co.lanes.Add(1) <= co.max {
-		co.serve(p)
-	} else {
-		co.lanes.Add(-1) // every lane is busy: one of them takes it
-	}
-	select {
-	case <-p.done:
-		return cmd.Err()
-	case <-ctx.Done():
-	}
-	if p.state.CompareAndSwap(queued, givenUp) {
-		// never sent: a lane skips it
-		cmd.SetErr(ctx.Err())
-		return ctx.Err()
-	}
-	<-p.done // sent: its batch ends by the earliest deadline in it, this one's at the latest
 	return cmd.Err()
 }
 
@@ -87,24 +68,8 @@ func (co *coalescer) processAll(ctx context.Context, cmds []redis.Cmder) error {
 	if len(cmds) > 1 {
 		p.rest = cmds[1:]
 	}
-	select {
-	case co.queue <- p:
-		if co.lanes.Add(1) <= co.max {
-			co.serve(p)
-		} else {
-			co.lanes.Add(-1) // every lane is busy: one of them takes it
-		}
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			if p.state.CompareAndSwap(queued, givenUp) {
-				p.setErr(ctx.Err()) // never sent: a lane skips it
-				break
-			}
-			<-p.done // sent: answered by its batch's deadline, this one's at the latest
-		}
-	default: // the queue is full: these go on their own
-		co.pipeline(ctx, []*pendingCmd{p})
+	if !co.await(ctx, p) {
+		co.pipeline(ctx, []*pendingCmd{p}) // the queue is full: these go on their own
 	}
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil {
@@ -112,6 +77,33 @@ func (co *coalescer) processAll(ctx context.Context, cmds []redis.Cmder) error {
 		}
 	}
 	return nil
+}
+
+// await queues p and returns once its batch has answered it (or failed),
+// or its context ended first while it was still queued (a lane then
+// skips it; its commands carry the context's error). It reports false,
+// queuing nothing, when the queue is full.
+func (co *coalescer) await(ctx context.Context, p *pendingCmd) bool {
+	select {
+	case co.queue <- p:
+	default:
+		return false
+	}
+	if co.lanes.Add(1) <= co.max {
+		co.serve(p)
+	} else {
+		co.lanes.Add(-1) // every lane is busy: one of them takes it
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		if p.state.CompareAndSwap(queued, givenUp) {
+			p.setErr(ctx.Err()) // never sent: a lane skips it
+			return true
+		}
+		<-p.done // sent: its batch ends by the earliest deadline in it, this one's at the latest
+	}
+	return true
 }
 
 // serve is a caller's turn as a lane: batches until its own call p is
