@@ -215,3 +215,56 @@ func TestConnBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestACallGivenUpInTheQueueIsNeverSent: with its one lane busy (a
+// script that runs 400 ms), a call whose context ends while it waits in
+// the queue returns its context's error then, before the busy batch is
+// answered, and is never sent: the lane that takes the queue next skips
+// it, and a call queued after it is answered.
+func TestACallGivenUpInTheQueueIsNeverSent(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: single.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	flush(t, rdb)
+	conn := redisstore.Connect(rdb)
+	redisstore.New(conn, redisstore.Options{Coalesce: 1})
+	ctx := context.Background()
+	busy := rdb.Pipeline()
+	slow := busy.Eval(ctx, `local t0 = redis.call('TIME')
+repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 400000
+return 1`, nil)
+	busy.Discard()
+	slowDone := make(chan time.Time, 1)
+	go func() {
+		if err := conn.Batch(ctx, slow); err != nil {
+			t.Error(err)
+		}
+		slowDone <- time.Now()
+	}()
+	time.Sleep(50 * time.Millisecond) // the lane is in the slow batch
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	p := rdb.Pipeline()
+	incr := p.Incr(short, "test:given-up")
+	p.Discard()
+	err := conn.Batch(short, incr)
+	returned := time.Now()
+	if err != context.DeadlineExceeded {
+		t.Errorf("the call given up: %v, want its context's error", err)
+	}
+	// a call queued after it, while the lane is still busy: taken with
+	// the next batch, which the call given up would end at once (a batch
+	// is bounded by its earliest deadline)
+	p = rdb.Pipeline()
+	later := p.Incr(ctx, "test:queued-after")
+	p.Discard()
+	if err := conn.Batch(ctx, later); err != nil || later.Val() != 1 {
+		t.Errorf("the call queued after: %d, %v", later.Val(), err)
+	}
+	if ended := <-slowDone; !returned.Before(ended) {
+		t.Errorf("the call given up returned %v after the busy batch was answered, not at its deadline", returned.Sub(ended))
+	}
+	time.Sleep(100 * time.Millisecond) // a lane has taken the queue since
+	if n, err := rdb.Exists(ctx, "test:given-up").Result(); err != nil || n != 0 {
+		t.Errorf("the call given up was sent (%d, %v)", n, err)
+	}
+}
