@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
+
+var callgrindDir = flag.String("callgrind-dir", "", "keep each instructions case's callgrind output in this directory (for callgrind_annotate)")
 
 // instructions counts the user-space instructions redis-server runs per
 // call, under valgrind's callgrind (counted only while the calls run,
@@ -49,8 +52,8 @@ func (b *bench) instructions(ctx context.Context) error {
 	fmt.Printf("\ninstructions: redis-server's user-space instructions per call (valgrind callgrind, 5000 calls pipelined by 100), a 3-rule allowed decision\n\n")
 	tw := newTable("call\tinstructions/call\tvs the floor\t")
 	var floorN float64
-	for _, c := range cases {
-		n, err := b.countInstructions(ctx, c.lib, c.call)
+	for i, c := range cases {
+		n, err := b.countInstructions(ctx, c.lib, c.call, fmt.Sprintf("callgrind.%d", i))
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
@@ -96,8 +99,8 @@ func (b *bench) decisionArgs(ctx context.Context) ([]any, error) {
 
 // countInstructions runs redis-server under callgrind, loads lib (or the
 // guard's library, by one decision), and counts the instructions of 5000
-// calls.
-func (b *bench) countInstructions(ctx context.Context, lib string, call []any) (float64, error) {
+// calls (the output kept as name in -callgrind-dir, when given).
+func (b *bench) countInstructions(ctx context.Context, lib string, call []any, name string) (float64, error) {
 	dir, err := os.MkdirTemp("", "otpguard-callgrind-")
 	if err != nil {
 		return 0, err
@@ -189,6 +192,11 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call []any) (
 	raw, err := os.ReadFile(out)
 	if err != nil {
 		return 0, err
+	}
+	if *callgrindDir != "" {
+		if err := os.WriteFile(filepath.Join(*callgrindDir, name), raw, 0o644); err != nil {
+			return 0, err
+		}
 	}
 	m := regexp.MustCompile(`(?m)^totals: (\d+)`).FindSubmatch(raw)
 	if m == nil {
