@@ -669,18 +669,22 @@ local OUT = {}
 -- (parse), split once.
 local SHORT = {}
 
-local function parse(keys, args)
-  local ops, k = OPS, 1
+-- count is a batch's number of ops: a whole number, NA arguments each
+-- (the kept reply table is cut to this call's length: any other count
+-- would leave an earlier call's fields in it).
+local function count(args)
   local n = tonumber(args[2])
-  -- a whole number of ops, NA arguments each (the kept reply table is cut
-  -- to this call's length: any other count would leave an earlier
-  -- call's fields in it)
   if not n or n < 0 or n ~= floor(n) or 2 + n * NA ~= #args then return nil, 'otpguard: bad op count ' .. tostring(args[2]) end
-  local takes = true -- every op a 't' of a take-first rule (see fw_takes)
+  return n
+end
+
+-- parse fills OPS from a batch's n ops; it returns an error or nothing.
+local function parse(keys, args, n)
+  local ops, k = OPS, 1
   for i = 1, n do
     local b = 2 + (i - 1) * NA
     local sp, serr = spec(args[b + SPEC])
-    if not sp then return nil, serr end
+    if not sp then return serr end
     local op = ops[i]
     if not op then op = {c = 0, e = 0, fresh = false}; ops[i] = op end
     if op.sp ~= sp then setmetatable(op, sp.mt); op.sp = sp end
@@ -698,12 +702,11 @@ local function parse(keys, args)
       op.kind, op.cond, op.cost, op.extra, op.member, op.at = short[1], short[2], 1, 0, '', 0
     else
       local kind, cond, cost, extra, member, at = string.match(d, '^(%a)(%a?)|(%d+)|(%d+)|([^|]*)|(%d+)$')
-      if not kind then return nil, 'otpguard: bad op arguments ' .. d end
+      if not kind then return 'otpguard: bad op arguments ' .. d end
       op.kind, op.cond, op.cost, op.extra, op.member, op.at = kind, cond, tonumber(cost), tonumber(extra), member, tonumber(at)
     end
     op.key, op.held, op.seen, op.count = keys[k], 0, false, nil
     k = k + 1
-    takes = takes and d == 't' and sp.takefirst
     if sp.lock then
       if sp.packed then
         op.lkey, op.lf = op.key, sp.f
@@ -713,7 +716,6 @@ local function parse(keys, args)
       end
     end
   end
-  return n, nil, takes
 end
 
 -- check: a lockout in force denies before the algorithm is asked.
@@ -773,49 +775,90 @@ local function untake(op, out, j)
 end
 
 -- fw_takes answers the commonest call, every op a take of one unit on a
--- take-first fixed window ('t' of a rule whose spec is takefirst): the
--- steps batch's two passes below take for such ops, without the cases
--- they cannot meet (no device, condition, lockout, challenge, lease,
--- hash or fraction).
-local function fw_takes(ops, out, n)
+-- take-first fixed window ('t' of a rule whose spec is takefirst), in one
+-- tight pass straight from the arguments: no op tables (parse), and
+-- without the cases such ops cannot meet (no device, condition, lockout,
+-- challenge, lease, hash or fraction). It answers as fw_take, A.fw.undo
+-- and untake do in the general passes below (the test cuts this pass out
+-- and compares). It returns false, having written nothing, for any other
+-- batch. TSP and TFRESH keep each op's spec and whether its take started
+-- the window, for the second pass (kept from call to call, as OPS).
+local TSP, TFRESH = {}, {}
+
+local function fw_takes(keys, args, n, out)
+  for i = 1, n do
+    local b = 2 + (i - 1) * NA
+    if args[b + DYN] ~= 't' then return false end
+    local s = args[b + SPEC]
+    local sp = SPECS[s] or spec(s) -- (a bad spec: the general path says so)
+    if not sp or not sp.takefirst then return false end
+    TSP[i] = sp
+  end
   local allowed = true
   for i = 1, n do
-    local op, j = ops[i], 2 + 6 * (i - 1)
+    local sp, j = TSP[i], 2 + 6 * (i - 1)
     if allowed then
-      local ok, rem, reset, retry = fw_take(op, 1)
-      out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = ok and 1 or 0, rem, reset, retry, 0, 0
-      if not ok and op.enforce then allowed = false end
+      local key = keys[i]
+      local c = redis.call('INCRBY', key, '1')
+      local fresh, e = c == 1, sp.window
+      if fresh then
+        redis.call('PEXPIRE', key, sp.pxms)
+      else
+        local p = redis.call('PTTL', key)
+        -- (no TTL cannot happen: if it did, the window starts now)
+        if p > 0 then e = p * 1000 else redis.call('PEXPIRE', key, sp.pxms) end
+      end
+      TFRESH[i] = fresh
+      if c <= sp.limit then
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, sp.limit - c, e, 0, 0, 0
+      else
+        -- over (nothing remains: the count before it was at the limit),
+        -- given back at once (a window this take started is gone)
+        if fresh then redis.call('DEL', key); e = 0 else redis.call('DECRBY', key, '1') end
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, 0, e, fresh and sp.window or e, 0, 0
+        if sp.enforce then allowed = false end
+      end
     else
       out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 2, 0, 0, 0, 0, 0
     end
   end
+  -- the batch allowed: its takes are kept; denied: given back, and each
+  -- allowed rule answers as it stands
   for i = 1, n do
     local j = 2 + 6 * (i - 1)
     if out[j + 1] == 1 then
       if allowed then
         out[j + 6] = 1
       else
-        A.fw.undo(ops[i], ops[i].held)
-        untake(ops[i], out, j)
+        if TFRESH[i] then
+          redis.call('DEL', keys[i])
+          out[j + 3] = 0
+        else
+          redis.call('DECRBY', keys[i], '1')
+          out[j + 3] = min(out[j + 3], TSP[i].window)
+        end
+        out[j + 2] = out[j + 2] + 1
       end
     end
   end
   out[1] = allowed and 1 or 0
-  return out
+  return true
 end
 
 local function batch(keys, args)
   if not clock(args[1]) then return redis.error_reply(NOCLOCK) end
   H, W, T = nil, nil, nil -- made when a rule first needs them
-  local n, err, takes = parse(keys, args)
+  local n, err = count(args)
   if not n then return redis.error_reply(err) end
-  local ops = OPS
   -- the reply's table is kept from call to call too (growing a new one
   -- to 2 + 6n fields rehashed it four times): cut to this call's length
   local out = OUT
   out[1], out[2] = 0, now
   for k = #out, 2 + 6 * n + 1, -1 do out[k] = nil end
-  if takes then return fw_takes(ops, out, n) end
+  if fw_takes(keys, args, n, out) then return out end
+  err = parse(keys, args, n)
+  if err then return redis.error_reply(err) end
+  local ops = OPS
 
   -- Check the takes and peeks; stop at the first enforcing denial.
   local allowed, trusted = true, false

@@ -13,31 +13,33 @@ import (
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
-// TestTheTakesPassAnswersAsTheGeneralOne: the library answers a batch of
-// one-unit takes on take-first fixed windows in a pass of its own
-// (fw_takes). The same library with that pass cut out, loaded beside it
-// on one real redis-server (FUNCTION libraries: their kept tables, OPS,
-// OUT and the parsed specs, live from call to call), is given the same
-// random walk on keys of its own: batches of one to four such takes of
-// three keys (one key may come twice in a batch), rules enforcing or
-// not, windows that end now and then (a key deleted from both: expiry in
-// real time would end one library's window a moment before the
-// other's), and now and then
-// a batch the takes pass does not answer (a peek, a take of two units),
-// which leaves longer or other replies and ops behind. Every answer must
-// be the same, field by field (the end of a window within 50 ms: the two
-// calls are apart in time, and its TTL counts in real time).
+// TestTheTakesPassAnswersAsTheGeneralOne: the library answers a batch
+// of one-unit takes on take-first fixed windows in a pass of its own
+// (fw_takes, straight from the arguments). The same library with that
+// pass cut out, loaded beside it on one real redis-server (FUNCTION
+// libraries: their kept tables, OPS, OUT and the parsed specs, live
+// from call to call), is given the same random walk on keys of its own:
+// batches of one to four such takes of three keys (one key may come
+// twice in a batch, under rules of other windows), limits of 0 to 3,
+// rules enforcing or not, windows that end now and then (a key deleted
+// from both: expiry in real time would end one library's window a
+// moment before the other's), and now and then a batch the takes pass
+// must leave to the general one (a peek, a take of two units, a take of
+// a sliding window), which leaves longer or other replies and ops
+// behind. Every answer must be the same, field by field (the end of a
+// window within 50 ms: the two calls are apart in time, and its TTL
+// counts in real time).
 func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
-	const dispatch = "  if takes then return fw_takes(ops, out, n) end\n"
+	const dispatch = "  if fw_takes(keys, args, n, out) then return out end\n"
 	if strings.Count(librarySource, dispatch) != 1 {
 		t.Fatalf("the library no longer dispatches to fw_takes with %q: update this test", dispatch)
 	}
 	rdb := librariesOn(t, map[string]string{"takes": librarySource, "general": strings.Replace(librarySource, dispatch, "", 1)})
 	ctx := context.Background()
 
-	specs := make([]string, 6)
+	specs := make([]string, 7)
 	for i := range specs {
-		specs[i] = fmt.Sprintf("fw|%d|%d|%d||0|||||", 1+i%3, (60+15*i)*1000000, 1-i/5) // the last one does not enforce
+		specs[i] = fmt.Sprintf("fw|%d|%d|%d||0|||||", i%4, (60+15*i)*1000000, 1-i/6) // limits 0 to 3; the last one does not enforce
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	reply := func(fn, prefix string, ops [][3]string) []any {
@@ -64,7 +66,11 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 			ops[i] = [3]string{fmt.Sprint("k", rng.IntN(3)), specs[rng.IntN(len(specs))], "t"}
 		}
 		if general {
-			ops[rng.IntN(n)][2] = []string{"p", "t|2|0||0"}[rng.IntN(2)]
+			if i := rng.IntN(n); rng.IntN(3) == 0 { // a take of a rule that is not take-first
+				ops[i] = [3]string{fmt.Sprint("s", rng.IntN(3)), "sw|2|60000000|1||0|||||", "t"}
+			} else {
+				ops[i][2] = []string{"p", "t|2|0||0"}[rng.IntN(2)]
+			}
 		} else {
 			fast++
 		}
