@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,19 +42,22 @@ func (b *bench) instructions(ctx context.Context) error {
 		"  if n > 1000000000 then return 0 end\nend\nreturn 1 end)"
 	keys := keysOf(1)
 	cases := []struct {
-		name string
-		lib  string // a library to load, or none (the guard loads its own)
-		call []any
+		name  string
+		lib   string // a library to load, or none (the guard loads its own)
+		call  []any
+		fresh bool // the first key (the destination's) new on every call
 	}{
-		{"a function that returns at once (the decision's arguments)", empty, append([]any{"fcall", "bench_empty"}, args[2:]...)},
-		{"raw Lua (floor)", floor, []any{"fcall", "bench_floor", 3, keys[0], keys[1], keys[2]}},
-		{"otpguard", "", args},
+		{"a function that returns at once (the decision's arguments)", empty, append([]any{"fcall", "bench_empty"}, args[2:]...), false},
+		{"raw Lua (floor)", floor, []any{"fcall", "bench_floor", 3, keys[0], keys[1], keys[2]}, false},
+		{"otpguard", "", args, false},
+		{"raw Lua (floor), a new destination each call", floor, []any{"fcall", "bench_floor", 3, keys[0], keys[1], keys[2]}, true},
+		{"otpguard, a new destination each call", "", args, true},
 	}
 	fmt.Printf("\ninstructions: redis-server's user-space instructions per call (valgrind callgrind, 5000 calls pipelined by 100), a 3-rule allowed decision\n\n")
 	tw := newTable("call\tinstructions/call\tvs the floor\t")
 	var floorN float64
 	for i, c := range cases {
-		n, err := b.countInstructions(ctx, c.lib, c.call, fmt.Sprintf("callgrind.%d", i))
+		n, err := b.countInstructions(ctx, c.lib, c.call, c.fresh, fmt.Sprintf("callgrind.%d", i))
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
@@ -99,8 +103,9 @@ func (b *bench) decisionArgs(ctx context.Context) ([]any, error) {
 
 // countInstructions runs redis-server under callgrind, loads lib (or the
 // guard's library, by one decision), and counts the instructions of 5000
-// calls (the output kept as name in -callgrind-dir, when given).
-func (b *bench) countInstructions(ctx context.Context, lib string, call []any, name string) (float64, error) {
+// calls (the output kept as name in -callgrind-dir, when given). With
+// fresh, the call's first key is new on every call.
+func (b *bench) countInstructions(ctx context.Context, lib string, call []any, fresh bool, name string) (float64, error) {
 	dir, err := os.MkdirTemp("", "otpguard-callgrind-")
 	if err != nil {
 		return 0, err
@@ -152,9 +157,14 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call []any, n
 	} else if _, err := newGuard(ctx, c, allowedRules); err != nil { // loads the guard's library (Preload)
 		return fail(err)
 	}
+	calls, first := 0, call[3]
 	pipelined := func(n int) error {
 		p := c.Pipeline()
 		for i := range n {
+			if calls++; fresh {
+				call = slices.Clone(call)
+				call[3] = fmt.Sprint(first, ":", calls)
+			}
 			p.Do(ctx, call...)
 			if i%100 == 99 {
 				if _, err := p.Exec(ctx); err != nil {
