@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 )
 
 var callgrindDir = flag.String("callgrind-dir", "", "keep each instructions case's callgrind output in this directory (for callgrind_annotate)")
@@ -41,37 +44,56 @@ func (b *bench) instructions(ctx context.Context) error {
 		"for i = 1, 3 do\n  local n = redis.call('INCR', KEYS[i])\n  if n == 1 then redis.call('PEXPIRE', KEYS[i], 3600000) end\n" +
 		"  if n > 1000000000 then return 0 end\nend\nreturn 1 end)"
 	keys := keysOf(1)
-	cases := []struct {
-		name  string
-		lib   string // a library to load, or none (the guard loads its own)
-		call  []any
-		fresh bool // the first key (the destination's) new on every call
-	}{
-		{"a function that returns at once (the decision's arguments)", empty, append([]any{"fcall", "bench_empty"}, args[2:]...), false},
-		{"raw Lua (floor)", floor, []any{"fcall", "bench_floor", 3, keys[0], keys[1], keys[2]}, false},
-		{"otpguard", "", args, false},
-		{"raw Lua (floor), a new destination each call", floor, []any{"fcall", "bench_floor", 3, keys[0], keys[1], keys[2]}, true},
-		{"otpguard, a new destination each call", "", args, true},
+	same := func(call ...any) func(int) []any { return func(int) []any { return call } }
+	// the destination's key (the first) new on every call
+	fresh := func(call ...any) func(int) []any {
+		return func(i int) []any {
+			c := slices.Clone(call)
+			c[3] = fmt.Sprint(call[3], ":", i)
+			return c
+		}
 	}
-	fmt.Printf("\ninstructions: redis-server's user-space instructions per call (valgrind callgrind, 5000 calls pipelined by 100), a 3-rule allowed decision\n\n")
+	login, err := b.loginCalls(ctx, 2*(instrWarm+instrCalls))
+	if err != nil {
+		return err
+	}
+	cases := []struct {
+		name string
+		lib  string          // a library to load, or none (the guard loads its own)
+		call func(int) []any // the i-th call
+		per  int             // calls per row's unit
+	}{
+		{"a function that returns at once (the decision's arguments)", empty, same(append([]any{"fcall", "bench_empty"}, args[2:]...)...), 1},
+		{"raw Lua (floor)", floor, same("fcall", "bench_floor", 3, keys[0], keys[1], keys[2]), 1},
+		{"otpguard", "", same(args...), 1},
+		{"raw Lua (floor), a new destination each call", floor, fresh("fcall", "bench_floor", 3, keys[0], keys[1], keys[2]), 1},
+		{"otpguard, a new destination each call", "", fresh(args...), 1},
+		{"otpguard, a login under the default rules (its decision and settlement)", "", func(i int) []any { return login[i] }, 2},
+	}
+	fmt.Printf("\ninstructions: redis-server's user-space instructions per call (valgrind callgrind, %d calls pipelined by 100, after %d), a 3-rule allowed decision\n\n", instrCalls, instrWarm)
 	tw := newTable("call\tinstructions/call\tvs the floor\t")
 	var floorN float64
 	for i, c := range cases {
-		n, err := b.countInstructions(ctx, c.lib, c.call, c.fresh, fmt.Sprintf("callgrind.%d", i))
+		n, err := b.countInstructions(ctx, c.lib, c.call, fmt.Sprintf("callgrind.%d", i))
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
+		n *= float64(c.per)
 		if strings.HasPrefix(c.name, "raw Lua") {
 			floorN = n
 		}
 		ratio := "—"
-		if floorN > 0 {
+		if floorN > 0 && c.per == 1 {
 			ratio = fmt.Sprintf("%.2f×", n/floorN)
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t\n", c.name, n, ratio)
 	}
 	return tw.Flush()
 }
+
+// The calls counted, after the calls that warm the library's caches and
+// make the keys.
+const instrWarm, instrCalls = 500, 5000
 
 // allowedRules are the allowed section's rules.
 const allowedRules = `
@@ -101,11 +123,41 @@ func (b *bench) decisionArgs(ctx context.Context) ([]any, error) {
 	return args, nil
 }
 
+// loginCalls are the library calls of logins (a decision, then its
+// settlement as a success) of distinct accounts from distinct networks
+// under the default rules, as a guard sends them (captured by a hook on
+// its client, the calls made on the bench's server), n calls in all.
+func (b *bench) loginCalls(ctx context.Context, n int) ([][]any, error) {
+	c := redis.NewClient(&redis.Options{Addr: b.srv.Addr})
+	defer c.Close()
+	h := &callsHook{}
+	c.AddHook(h)
+	g, err := newGuard(ctx, c, "")
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; len(h.calls) < n; i++ {
+		ip, _ := identity.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		r := guard.Request{Action: "login", Subject: guard.Subject{Account: fmt.Sprintf("instructions%d@example.com", i), IP: ip}}
+		d, err := g.Allow(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if !d.Allowed {
+			return nil, fmt.Errorf("login %d denied by %s", i, d.DeniedBy)
+		}
+		if _, err := g.Settle(ctx, r, d, guard.Success); err != nil {
+			return nil, err
+		}
+	}
+	return h.calls[:n], nil
+}
+
 // countInstructions runs redis-server under callgrind, loads lib (or the
 // guard's library, by one decision), and counts the instructions of 5000
 // calls (the output kept as name in -callgrind-dir, when given). With
 // fresh, the call's first key is new on every call.
-func (b *bench) countInstructions(ctx context.Context, lib string, call []any, fresh bool, name string) (float64, error) {
+func (b *bench) countInstructions(ctx context.Context, lib string, call func(int) []any, name string) (float64, error) {
 	dir, err := os.MkdirTemp("", "otpguard-callgrind-")
 	if err != nil {
 		return 0, err
@@ -157,15 +209,12 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call []any, f
 	} else if _, err := newGuard(ctx, c, allowedRules); err != nil { // loads the guard's library (Preload)
 		return fail(err)
 	}
-	calls, first := 0, call[3]
+	calls := 0
 	pipelined := func(n int) error {
 		p := c.Pipeline()
 		for i := range n {
-			if calls++; fresh {
-				call = slices.Clone(call)
-				call[3] = fmt.Sprint(first, ":", calls)
-			}
-			p.Do(ctx, call...)
+			p.Do(ctx, call(calls)...)
+			calls++
 			if i%100 == 99 {
 				if _, err := p.Exec(ctx); err != nil {
 					return err
@@ -174,7 +223,7 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call []any, f
 		}
 		return nil
 	}
-	if err := pipelined(500); err != nil { // warm: the library's caches, the keys
+	if err := pipelined(instrWarm); err != nil { // warm: the library's caches, the keys
 		return fail(err)
 	}
 	ctl := func(on string) error {
@@ -183,7 +232,7 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call []any, f
 		}
 		return nil
 	}
-	const n = 5000
+	const n = instrCalls
 	if err := ctl("on"); err != nil {
 		return 0, err
 	}
@@ -214,6 +263,22 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call []any, f
 	}
 	total, _ := strconv.ParseFloat(string(m[1]), 64)
 	return total / n, nil
+}
+
+// callsHook keeps the arguments of every FCALL and EVALSHA.
+type callsHook struct{ calls [][]any }
+
+func (h *callsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *callsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := strings.ToLower(cmd.Name()); n == "fcall" || n == "evalsha" {
+			h.calls = append(h.calls, slices.Clone(cmd.Args()))
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *callsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // captureHook keeps the arguments of the last FCALL or EVALSHA.
