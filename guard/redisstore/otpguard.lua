@@ -39,11 +39,16 @@ end
 
 -- clock sets now: the time the client passed (t, µs), else the server's
 -- TIME. It is the first thing an entry does, so when it fails nothing has
--- been written and the client may call again with the time.
+-- been written and the client may call again with the time. It answers
+-- false and an error for a passed time that is not whole µs in [0, 2^53)
+-- (the store passes a formatted integer: anything else would leave now
+-- nil, a fraction or out of range, and the answers with it), false alone
+-- where the server refuses TIME.
 local function clock(t)
   if not floor then floor, ceil, max, min = math.floor, math.ceil, math.max, math.min end
   if t and t ~= '' then
     now = tonumber(t)
+    if not now or now < 0 or now ~= floor(now) or now >= 9007199254740992 then return false, 'otpguard: bad time ' .. t end
     return true
   end
   local ok, r = pcall(redis.call, 'TIME')
@@ -846,7 +851,8 @@ local function fw_takes(keys, args, n, out)
 end
 
 local function batch(keys, args)
-  if not clock(args[1]) then return redis.error_reply(NOCLOCK) end
+  local timed, terr = clock(args[1])
+  if not timed then return redis.error_reply(terr or NOCLOCK) end
   H, W, T = nil, nil, nil -- made when a rule first needs them
   local n, err = count(args)
   if not n then return redis.error_reply(err) end
@@ -1013,7 +1019,8 @@ end
 -- consumed; its receipt), 2 wrong, 3 burned (this wrong guess used the
 -- last attempt), 4 missing.
 local function code_check(keys, args)
-  if not clock(args[1]) then return redis.error_reply(NOCLOCK) end
+  local timed, terr = clock(args[1])
+  if not timed then return redis.error_reply(terr or NOCLOCK) end
   local h = redis.call('HGET', keys[1], 'h')
   if not h then return {4, now, ''} end
   if h == args[2] then

@@ -115,7 +115,9 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 // would cut the kept reply table wrong and answer with an earlier call's
 // fields; a window that is not whole µs below 2^53 (infinite, huge,
 // empty) would be formatted negative for PEXPIRE, which deletes the key:
-// every take admitted. Each is refused, and writes nothing.
+// every take admitted; a passed time that is not whole µs in [0, 2^53)
+// would answer with no time, or with windows reckoned from nonsense.
+// Each is refused, and writes nothing.
 func TestMalformedBatchesAreRefused(t *testing.T) {
 	rdb := librariesOn(t, map[string]string{"m": librarySource})
 	ctx := context.Background()
@@ -135,7 +137,17 @@ func TestMalformedBatchesAreRefused(t *testing.T) {
 			t.Errorf("window %q: %v %v, want refused", w, v, err)
 		}
 	}
-	if n, err := rdb.Exists(ctx, "{y}a", "{w}k").Result(); err != nil || n != 0 {
+	for _, tm := range []string{"abc", "nan", "inf", "1e300", "-1000000", "1.5", "9007199254740992"} {
+		v, err := rdb.Do(ctx, "fcall", "m_batch", 2, "{v}a", "{v}b", tm, 2, spec, "t", spec, "t").Result()
+		if err == nil || !strings.Contains(err.Error(), "bad time") {
+			t.Errorf("time %q: %v %v, want refused", tm, v, err)
+		}
+		v, err = rdb.Do(ctx, "fcall", "m_code_check", 1, "{v}c", tm, "digest", 5).Result()
+		if err == nil || !strings.Contains(err.Error(), "bad time") {
+			t.Errorf("code check at time %q: %v %v, want refused", tm, v, err)
+		}
+	}
+	if n, err := rdb.Exists(ctx, "{y}a", "{w}k", "{v}a", "{v}b").Result(); err != nil || n != 0 {
 		t.Fatalf("refused batches wrote %d keys (%v)", n, err)
 	}
 }
