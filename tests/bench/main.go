@@ -33,6 +33,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -279,6 +280,7 @@ type result struct {
 	tripsPerOp float64
 	serverUS   float64 // redis-server time in commands per decision, from INFO commandstats
 	serverCPU  float64 // redis-server process CPU per decision (user + system, INFO cpu)
+	clientCPU  float64 // this process's CPU per decision (user + system, getrusage: the client and the load)
 	allowed    float64 // share of decisions allowed
 }
 
@@ -294,10 +296,12 @@ func (b *bench) measure(ctx context.Context, admin *redis.Client, f decider, con
 	if err != nil {
 		return result{}, err
 	}
+	self0 := selfCPU()
 	lat, allowed, elapsed, err := load(ctx, f, conc, *duration)
 	if err != nil {
 		return result{}, err
 	}
+	self1 := selfCPU()
 	cpu1, err := serverCPU(ctx, admin)
 	if err != nil {
 		return result{}, err
@@ -309,7 +313,16 @@ func (b *bench) measure(ctx context.Context, admin *redis.Client, f decider, con
 	slices.Sort(lat)
 	n := float64(len(lat))
 	return result{perSec: n / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100],
-		tripsPerOp: float64(b.trips.Load()) / n, serverUS: usec / n, serverCPU: (cpu1 - cpu0) / n, allowed: float64(allowed) / n}, nil
+		tripsPerOp: float64(b.trips.Load()) / n, serverUS: usec / n, serverCPU: (cpu1 - cpu0) / n, clientCPU: (self1 - self0) / n, allowed: float64(allowed) / n}, nil
+}
+
+// selfCPU is this process's CPU time so far (user + system), in µs.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1000
 }
 
 // compare measures impls at each concurrency, rounds times interleaved,
@@ -319,7 +332,7 @@ func (b *bench) compare(ctx context.Context, title string, impls []impl, concs [
 	defer admin.Close()
 	fmt.Printf("\n%s\n\n", title)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "concurrency\timplementation\tdecisions/s\tp50\tp99\tround trips/decision\tredis-server CPU µs/decision\tin commands µs/decision\tallowed\tthroughput vs "+base+"\t")
+	fmt.Fprintln(tw, "concurrency\timplementation\tdecisions/s\tp50\tp99\tround trips/decision\tredis-server CPU µs/decision\tin commands µs/decision\tclient CPU µs/decision\tallowed\tthroughput vs "+base+"\t")
 	for _, conc := range concs {
 		all := make([][]result, len(impls))
 		for range *rounds {
@@ -344,8 +357,8 @@ func (b *bench) compare(ctx context.Context, title string, impls []impl, concs [
 		for k, im := range impls {
 			r := med[k]
 			b.medians[fmt.Sprintf("%s/%d/%s", section, conc, im.name)] = r
-			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.0f%%\t%.2f×\t\n", conc, im.name, r.perSec,
-				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.tripsPerOp, r.serverCPU, r.serverUS, 100*r.allowed, r.perSec/baseRate)
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.0f%%\t%.2f×\t\n", conc, im.name, r.perSec,
+				r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.tripsPerOp, r.serverCPU, r.serverUS, r.clientCPU, 100*r.allowed, r.perSec/baseRate)
 		}
 	}
 	return tw.Flush()
