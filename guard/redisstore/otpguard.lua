@@ -652,6 +652,9 @@ local function spec(s)
   sp.mt = {__index = sp}
   -- a take of this rule runs take-first (fw_take)
   sp.takefirst = alg == 'fw' and not sp.packed and not sp.lock and not sp.challenge
+  -- a plain take of this rule may run in fw_takes (its fields when packed)
+  sp.fwfast = alg == 'fw' and not sp.lock and not sp.challenge
+  sp.fc, sp.fe = f .. 'c', f .. 'e'
   -- its answers may be fractions (floored before the reply): every
   -- algorithm but a fixed window's integer counts and ends, and any
   -- lockout (a factor's powers)
@@ -780,15 +783,34 @@ local function untake(op, out, j)
 end
 
 -- fw_takes answers the commonest call, every op a take of one unit on a
--- take-first fixed window ('t' of a rule whose spec is takefirst), in one
--- tight pass straight from the arguments: no op tables (parse), and
--- without the cases such ops cannot meet (no device, condition, lockout,
--- challenge, lease, hash or fraction). It answers as fw_take, A.fw.undo
--- and untake do in the general passes below (the test cuts this pass out
--- and compares). It returns false, having written nothing, for any other
--- batch. TSP and TFRESH keep each op's spec and whether its take started
--- the window, for the second pass (kept from call to call, as OPS).
-local TSP, TFRESH = {}, {}
+-- fixed window without lockout or challenge ('t' of a rule whose spec is
+-- fwfast), in one tight pass straight from the arguments: no op tables
+-- (parse), and without the cases such ops cannot meet (no device,
+-- condition, lease or fraction). A rule on its own key takes first (as
+-- fw_take); a packed rule is checked against its hash, then written
+-- when the batch allows (as A.fw.check and A.fw.commit). It answers as
+-- those and A.fw.undo and untake do in the general passes below (the
+-- test cuts this pass out and compares). It returns false, having
+-- written nothing, for any other batch. Kept from call to call, as OPS:
+-- TSP, each op's spec; TFRESH, whether its take started the window (own
+-- key); TC and TE, its count and window's end as read (packed).
+local TSP, TFRESH, TC, TE = {}, {}, {}, {}
+
+-- fw_check is pass one for op i of fw_takes in a packed hash: the check
+-- against the count and end read (a window that ended is empty).
+local function fw_check(i, sp, key, out, j)
+  local h = hread(key)
+  local c, e = 0, h[sp.fe] or 0
+  if e > now then c = h[sp.fc] or 0 else e = 0 end
+  TC[i], TE[i] = c, e
+  local left = min(e - now, sp.window)
+  if c + 1 <= sp.limit then
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, sp.limit - c - 1, e > 0 and left or sp.window, 0, 0, 0
+    return false
+  end
+  out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, max(0, sp.limit - c), e > 0 and left or 0, e > 0 and left or sp.window, 0, 0
+  return true
+end
 
 local function fw_takes(keys, args, n, out)
   for i = 1, n do
@@ -796,13 +818,18 @@ local function fw_takes(keys, args, n, out)
     if args[b + DYN] ~= 't' then return false end
     local s = args[b + SPEC]
     local sp = SPECS[s] or spec(s) -- (a bad spec: the general path says so)
-    if not sp or not sp.takefirst then return false end
+    if not sp or not sp.fwfast then return false end
     TSP[i] = sp
   end
   local allowed = true
   for i = 1, n do
     local sp, j = TSP[i], 2 + 6 * (i - 1)
-    if allowed then
+    if not allowed then
+      out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 2, 0, 0, 0, 0, 0
+    elseif sp.packed then
+      if fw_check(i, sp, keys[i], out, j) and sp.enforce then allowed = false end
+    else
+      -- on its own key: the take, given back at once when it goes over
       local key = keys[i]
       local c = redis.call('INCRBY', key, '1')
       local fresh, e = c == 1, sp.window
@@ -823,29 +850,35 @@ local function fw_takes(keys, args, n, out)
         out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, 0, e, fresh and sp.window or e, 0, 0
         if sp.enforce then allowed = false end
       end
-    else
-      out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 2, 0, 0, 0, 0, 0
     end
   end
-  -- the batch allowed: its takes are kept; denied: given back, and each
-  -- allowed rule answers as it stands
+  -- the batch allowed: its takes are kept, its checks written; denied:
+  -- its takes given back, and each allowed rule answers as it stands
   for i = 1, n do
-    local j = 2 + 6 * (i - 1)
-    if out[j + 1] == 1 then
-      if allowed then
-        out[j + 6] = 1
-      else
-        if TFRESH[i] then
-          redis.call('DEL', keys[i])
-          out[j + 3] = 0
-        else
-          redis.call('DECRBY', keys[i], '1')
-          out[j + 3] = min(out[j + 3], TSP[i].window)
-        end
-        out[j + 2] = out[j + 2] + 1
+    local j, sp = 2 + 6 * (i - 1), TSP[i]
+    if out[j + 1] ~= 1 then
+    elseif allowed then
+      out[j + 6] = 1
+      if sp.packed then
+        local e = TE[i]
+        if e == 0 then e = now + sp.window end
+        hput(keys[i], sp.fc, TC[i] + 1, sp.ttl)
+        hput(keys[i], sp.fe, e, sp.ttl)
       end
+    else
+      if sp.packed then
+        out[j + 3] = TE[i] > 0 and min(TE[i] - now, sp.window) or 0
+      elseif TFRESH[i] then
+        redis.call('DEL', keys[i])
+        out[j + 3] = 0
+      else
+        redis.call('DECRBY', keys[i], '1')
+        out[j + 3] = min(out[j + 3], sp.window)
+      end
+      out[j + 2] = out[j + 2] + 1
     end
   end
+  if W then hflush() end
   out[1] = allowed and 1 or 0
   return true
 end

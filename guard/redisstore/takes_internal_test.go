@@ -14,21 +14,24 @@ import (
 )
 
 // TestTheTakesPassAnswersAsTheGeneralOne: the library answers a batch
-// of one-unit takes on take-first fixed windows in a pass of its own
-// (fw_takes, straight from the arguments). The same library with that
-// pass cut out, loaded beside it on one real redis-server (FUNCTION
-// libraries: their kept tables, OPS, OUT and the parsed specs, live
-// from call to call), is given the same random walk on keys of its own:
-// batches of one to four such takes of three keys (one key may come
-// twice in a batch, under rules of other windows), limits of 0 to 3,
-// rules enforcing or not, windows that end now and then (a key deleted
-// from both: expiry in real time would end one library's window a
-// moment before the other's), and now and then a batch the takes pass
-// must leave to the general one (a peek, a take of two units, a take of
-// a sliding window), which leaves longer or other replies and ops
-// behind. Every answer must be the same, field by field (the end of a
-// window within 50 ms: the two calls are apart in time, and its TTL
-// counts in real time).
+// of one-unit takes on fixed windows without lockout or challenge in a
+// pass of its own (fw_takes, straight from the arguments: a rule on its
+// own key takes first, a packed one is checked against its hash). The
+// same library with that pass cut out, loaded beside it on one real
+// redis-server (FUNCTION libraries: their kept tables, OPS, OUT and the
+// parsed specs, live from call to call), is given the same random walk
+// on keys of its own: batches of one to four such takes on three own
+// keys and two hashes (one key may come twice in a batch, under rules of
+// other windows; a hash's field under a lower limit too), limits of 0 to
+// 3, rules enforcing or not, windows that end now and then (a key
+// deleted from both: expiry in real time would end one library's window
+// a moment before the other's; the passed time, the same to both, jumps
+// past a packed window), and now and then a batch the takes pass must
+// leave to the general one (a peek, a take of two units, a take of a
+// sliding window, a packed fixed window with a lockout), which leaves
+// longer or other replies and ops behind. Every answer must be the same,
+// field by field (the end of a window within 50 ms: the two calls are
+// apart in time, and an own key's TTL counts in real time).
 func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 	const dispatch = "  if fw_takes(keys, args, n, out) then return out end\n"
 	if strings.Count(librarySource, dispatch) != 1 {
@@ -41,13 +44,25 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 	for i := range specs {
 		specs[i] = fmt.Sprintf("fw|%d|%d|%d||0|||||", i%4, (60+15*i)*1000000, 1-i/6) // limits 0 to 3; the last one does not enforce
 	}
+	// rules packed in a hash (fields Aa..Ad; the hash's TTL the longest
+	// window), on keys of their own (h0, h1); the last one's field is
+	// another's, under a lower limit (a limit lowered: a count above it)
+	packed := make([]string, 5)
+	for i := range packed {
+		packed[i] = fmt.Sprintf("fw|%d|%d|%d|A%c|%d|||||", i%4, (50+30*i)*1000000, 1-i/3, 'a'+min(i, 3), 200*1000000)
+	}
+	packed[4] = strings.Replace(packed[4], "fw|0|", "fw|1|", 1)
+	// the time is passed, the same to both libraries, and jumps now and
+	// then past a packed window (own keys' windows run in real time: their
+	// TTLs)
+	now := time.Now().UnixMicro()
 	rng := rand.New(rand.NewPCG(7, 11))
 	reply := func(fn, prefix string, ops [][3]string) []any {
 		args := []any{"fcall", fn + "_batch", len(ops)}
 		for _, op := range ops {
 			args = append(args, "{t}"+prefix+op[0])
 		}
-		args = append(args, "", len(ops))
+		args = append(args, now, len(ops))
 		for _, op := range ops {
 			args = append(args, op[1], op[2])
 		}
@@ -63,11 +78,17 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 		ops := make([][3]string, n)
 		general := rng.IntN(10) == 0 // a batch the takes pass does not answer
 		for i := range ops {
-			ops[i] = [3]string{fmt.Sprint("k", rng.IntN(3)), specs[rng.IntN(len(specs))], "t"}
+			if rng.IntN(2) == 0 {
+				ops[i] = [3]string{fmt.Sprint("k", rng.IntN(3)), specs[rng.IntN(len(specs))], "t"}
+			} else {
+				ops[i] = [3]string{fmt.Sprint("h", rng.IntN(2)), packed[rng.IntN(len(packed))], "t"}
+			}
 		}
 		if general {
-			if i := rng.IntN(n); rng.IntN(3) == 0 { // a take of a rule that is not take-first
+			if i, r := rng.IntN(n), rng.IntN(4); r == 0 { // a take of a rule that is not a fixed window
 				ops[i] = [3]string{fmt.Sprint("s", rng.IntN(3)), "sw|2|60000000|1||0|||||", "t"}
+			} else if r == 1 { // a take of a packed fixed window with a lockout (its denial waits for the lockout it would start)
+				ops[i] = [3]string{fmt.Sprint("h", rng.IntN(2)), "fw|0|60000000|1|Ae|200000000|10000000 2 3600000000 86400000000||||", "t"}
 			} else {
 				ops[i][2] = []string{"p", "t|2|0||0"}[rng.IntN(2)]
 			}
@@ -84,9 +105,6 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 			t.Fatalf("step %d %q: %d fields against %d", step, ops, len(a), len(b))
 		}
 		for i := range a {
-			if i == 1 { // now
-				continue
-			}
 			x, y := a[i].(int64), b[i].(int64)
 			tol := int64(0)
 			if i >= 2 && ((i-2)%6 == 2 || (i-2)%6 == 3) { // reset, retry: µs, from a TTL in ms
@@ -96,13 +114,16 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 				t.Fatalf("step %d %q: field %d is %d in the takes pass, %d in the general one\n%v\n%v", step, ops, i, x, y, a, b)
 			}
 		}
-		if rng.IntN(6) == 0 { // a window ends
-			k := fmt.Sprint("k", rng.IntN(3))
+		if rng.IntN(6) == 0 { // a window ends (a hash's: all of its windows)
+			k := []string{"k0", "k1", "k2", "h0", "h1"}[rng.IntN(5)]
 			if err := rdb.Del(ctx, "{t}a"+k, "{t}b"+k).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+		if now += int64(rng.IntN(3000)); rng.IntN(8) == 0 {
+			now += int64(30+rng.IntN(60)) * 1000000
+		}
 	}
 	if fast < 400 {
 		t.Fatalf("only %d batches for the takes pass", fast)
