@@ -72,7 +72,7 @@ func (b *bench) instructions(ctx context.Context) error {
 		{"otpguard", "", same(args...), 1},
 		{"raw Lua (floor), a new destination each call", floor, fresh("fcall", "bench_floor", 3, keys[0], keys[1], keys[2]), 1},
 		{"otpguard, a new destination each call", "", fresh(args...), 1},
-		{"otpguard, an email send's decision under the default rules (3 rules, 2 of them in one hash)", "", func(i int) []any { return sends[i] }, 1},
+		{"otpguard, an email send's decision under the default rules (3 rules, packed in 2 hashes)", "", func(i int) []any { return sends[i] }, 1},
 		{"otpguard, a login under the default rules (its decision and settlement)", "", func(i int) []any { return logins[i] }, 2},
 	}
 	fmt.Printf("\ninstructions: redis-server's user-space instructions per call (valgrind callgrind, %d calls pipelined by 100, after %d), a 3-rule allowed decision\n\n", instrCalls, instrWarm)
