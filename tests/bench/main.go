@@ -26,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -162,10 +163,25 @@ func requestsN(action string, n int) []guard.Request {
 	reqs := make([]guard.Request, n)
 	for i := range reqs {
 		d, _ := identity.ParseEmail(fmt.Sprintf("user%d@example.com", i))
-		ip, _ := identity.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
-		reqs[i] = guard.Request{Action: action, Subject: guard.Subject{Destination: d, IP: ip}}
+		reqs[i] = guard.Request{Action: action, Subject: guard.Subject{Destination: d, IP: benchIP(i)}}
 	}
 	return reqs
+}
+
+// benchIP is the i-th subject's address (10.0.0.0/8).
+func benchIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+}
+
+// signIn is a login as the API makes it: a decision and, the password
+// being right, its settlement as a success.
+func signIn(ctx context.Context, g *guard.Guard, r guard.Request) (bool, error) {
+	d, err := g.Allow(ctx, r)
+	if err != nil || !d.Allowed {
+		return false, err
+	}
+	_, err = g.Settle(ctx, r, d, guard.Success)
+	return true, err
 }
 
 func keysOf(n int) [3]string {
@@ -437,8 +453,7 @@ func (b *bench) login(ctx context.Context) error {
 	reqs := make([]guard.Request, subjects)
 	trusted := make([]guard.Request, subjects)
 	for i := range reqs {
-		ip, _ := identity.ParseIP(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
-		reqs[i] = guard.Request{Action: "login", Subject: guard.Subject{Account: fmt.Sprintf("user%d@example.com", i), IP: ip}}
+		reqs[i] = guard.Request{Action: "login", Subject: guard.Subject{Account: fmt.Sprintf("user%d@example.com", i), IP: benchIP(i)}}
 		trusted[i] = reqs[i]
 		if trusted[i].Device, err = gTrusted.DeviceToken(reqs[i].Subject.Account, "", time.Now()); err != nil {
 			return err
@@ -446,15 +461,7 @@ func (b *bench) login(ctx context.Context) error {
 	}
 	ident := func(i int) int { return i % subjects }
 	login := func(g *guard.Guard, reqs []guard.Request) decider {
-		return func(ctx context.Context, i int) (bool, error) {
-			r := reqs[ident(i)]
-			d, err := g.Allow(ctx, r)
-			if err != nil || !d.Allowed {
-				return false, err
-			}
-			_, err = g.Settle(ctx, r, d, guard.Success)
-			return true, err
-		}
+		return func(ctx context.Context, i int) (bool, error) { return signIn(ctx, g, reqs[ident(i)]) }
 	}
 	return b.compare(ctx, "login: a decision and its settlement as a success (2 calls), under the default login rules before and after the network rules", []impl{
 		{"previous defaults (6 rules)", login(gPrev, reqs)},
