@@ -87,7 +87,7 @@ func NewDeliverer(o DeliverOptions) (*Deliverer, error) {
 	sender := o.Sender
 	return &Deliverer{
 		send: func(ctx context.Context, m message.Message) error { return sender().Send(ctx, m) }, void: o.Void,
-		ledger: &Ledger{rdb: o.Redis, batch: o.Batch}, aead: aead, maxReceives: o.MaxReceives, lease: o.Lease, log: o.Log,
+		ledger: NewLedger(o.Redis, o.Batch), aead: aead, maxReceives: o.MaxReceives, lease: o.Lease, log: o.Log,
 	}, nil
 }
 

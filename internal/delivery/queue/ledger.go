@@ -18,8 +18,11 @@ type Ledger struct {
 	batch Batch // nil: rdb's pipelines
 }
 
-// NewLedger keeps the ledger in rdb.
-func NewLedger(rdb redis.UniversalClient) *Ledger { return &Ledger{rdb: rdb} }
+// NewLedger keeps the ledger in rdb, its commands sent through batch
+// when it is set.
+func NewLedger(rdb redis.UniversalClient, batch Batch) *Ledger {
+	return &Ledger{rdb: rdb, batch: batch}
+}
 
 // Batch sends Redis commands together, returning once each is answered
 // (or has failed) with the first error among them, as a pipeline's Exec

@@ -142,7 +142,7 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{backend: b, ledger: &Ledger{rdb: h.Redis, batch: h.Batch}, seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
+	return &Queue{backend: b, ledger: NewLedger(h.Redis, h.Batch), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
 }
 
 // Send queues m (implements message.Sender). Errors wrap
