@@ -309,17 +309,17 @@ func (s *Store) group(ops []store.Op) []*group {
 
 // run makes one call per group, pipelined when there are several (see
 // library.exec).
-func (s *Store) run(ctx context.Context, groups []*group) ([][]int64, error) {
+func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 	calls := make([]*libCall, len(groups))
 	for i, g := range groups {
-		calls[i] = &libCall{entry: entryBatch, keys: g.keys, args: g.args, ints: true}
+		calls[i] = &libCall{entry: entryBatch, keys: g.keys, args: g.args}
 	}
 	if err := lib().exec(ctx, s.conn, calls); err != nil {
 		return nil, err
 	}
-	replies := make([][]int64, len(calls))
+	replies := make([]any, len(calls))
 	for i, c := range calls {
-		replies[i] = c.nums
+		replies[i] = c.reply
 	}
 	return replies, nil
 }
@@ -336,9 +336,22 @@ func storeErr(err error) error {
 // remaining, reset after (µs), retry after (µs), locked, taken}.
 const replyPerOp = 6
 
-func parseReply(n []int64, idx []int, res []store.OpResult) (bool, error) {
-	if len(n) != 2+replyPerOp*len(idx) {
-		return false, fmt.Errorf("unexpected reply of length %d for %d ops", len(n), len(idx))
+func parseReply(v any, idx []int, res []store.OpResult) (bool, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 2+replyPerOp*len(idx) {
+		return false, fmt.Errorf("unexpected reply %T of length %d for %d ops", v, len(a), len(idx))
+	}
+	var ints [2 + replyPerOp*8]int64
+	n := ints[:0]
+	if len(a) > len(ints) {
+		n = make([]int64, 0, len(a))
+	}
+	for _, x := range a {
+		i, ok := x.(int64)
+		if !ok {
+			return false, fmt.Errorf("unexpected reply element %T", x)
+		}
+		n = append(n, i)
 	}
 	now := time.UnixMicro(n[1])
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }

@@ -255,3 +255,53 @@ func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 		}
 	}
 }
+
+// TestABatchReplyOfAnotherShapeIsAStoreError: a reply to a decision's
+// batch that is not the library's (an element of another type or none, a
+// length that does not fit its ops: another version's library, a proxy's
+// answer) is a store error, not a decision, and the library's own shape
+// is read as it says.
+func TestABatchReplyOfAnotherShapeIsAStoreError(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	h := &replyHook{}
+	rdb.AddHook(h)
+	ctx := context.Background()
+	st := redisstore.New(rdb, redisstore.Options{})
+	ops := []store.Op{{Kind: store.Take, Spec: retrySpec, Tag: "shape", Cost: 1}}
+	if _, err := st.Do(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMicro()
+	// {batch allowed, now, then the op's: allowed, remaining, reset after,
+	// retry after, locked, taken}
+	for _, reply := range [][]any{
+		{int64(1), now, "1", int64(7), int64(5e6), int64(0), int64(0), int64(1)},
+		{int64(1), now, int64(1), "7", int64(5e6), int64(0), int64(0), int64(1)},
+		{int64(1), now, int64(1), nil, int64(5e6), int64(0), int64(0), int64(1)},
+		{int64(1), "now", int64(1), int64(7), int64(5e6), int64(0), int64(0), int64(1)},
+		{nil, now, int64(1), int64(7), int64(5e6), int64(0), int64(0), int64(1)},
+		{int64(1), now, int64(1), int64(7), int64(5e6), int64(0), int64(0)},
+		{int64(1), now, int64(1), int64(7), int64(5e6), int64(0), int64(0), int64(1), int64(0)},
+		{int64(1), now},
+	} {
+		h.reply = reply
+		h.armed.Store(true)
+		res, err := st.Do(ctx, ops)
+		h.armed.Store(false)
+		if !errors.Is(err, store.ErrStoreUnavailable) {
+			t.Errorf("a reply %v: %+v, %v, want a store error", reply, res, err)
+		}
+	}
+	h.reply = []any{int64(0), now, int64(0), int64(7), int64(5e6), int64(3e6), int64(0), int64(0)}
+	h.armed.Store(true)
+	res, err := st.Do(ctx, ops)
+	h.armed.Store(false)
+	if err != nil || len(res) != 1 || res[0].Allowed || res[0].Remaining != 7 || res[0].ResetAfter != 5*time.Second || res[0].RetryAfter != 3*time.Second || !res[0].Now.Equal(time.UnixMicro(now)) {
+		t.Errorf("the library's own shape: %+v, %v, want a denial as it says", res, err)
+	}
+}

@@ -208,33 +208,12 @@ type onceCmd struct{ *redis.Cmd }
 // NoRetry implements redis.Cmder.
 func (onceCmd) NoRetry() bool { return true }
 
-// onceInts is onceCmd for a call whose reply is an array of integers,
-// read as int64s (no value boxed in an interface).
-type onceInts struct{ *redis.IntSliceCmd }
-
-// NoRetry implements redis.Cmder.
-func (onceInts) NoRetry() bool { return true }
-
 // libCall is one call of an entry, and its outcome.
 type libCall struct {
 	entry string
 	keys  []string
 	args  []any // the entry's arguments after ARGV[1] (the time)
-	// ints: the reply is an array of integers (a batch), kept in nums;
-	// any other reply is kept in reply
-	ints  bool
 	reply any
-	nums  []int64
-}
-
-// keep keeps cmd's reply in lc.
-func (lc *libCall) keep(cmd redis.Cmder) {
-	switch c := cmd.(type) {
-	case *redis.IntSliceCmd:
-		lc.nums = c.Val()
-	case *redis.Cmd:
-		lc.reply = c.Val()
-	}
 }
 
 // how a call is sent: FCALL, EVALSHA, or EVAL with the whole source.
@@ -246,7 +225,7 @@ const (
 )
 
 // cmd queues or runs one call on c (a client or a pipeline). at is ARGV[1].
-func (l *library) cmd(ctx context.Context, mode int32, h how, c caller, call *libCall, at string) redis.Cmder {
+func (l *library) cmd(ctx context.Context, mode int32, h how, c caller, call *libCall, at string) *redis.Cmd {
 	all := make([]any, 0, 4+len(call.keys)+len(call.args))
 	switch {
 	case h == bySource:
@@ -261,11 +240,6 @@ func (l *library) cmd(ctx context.Context, mode int32, h how, c caller, call *li
 	}
 	all = append(all, at)
 	all = append(all, call.args...)
-	if call.ints {
-		cmd := redis.NewIntSliceCmd(ctx, all...)
-		_ = c.Process(ctx, onceInts{cmd}) // the error is cmd's
-		return cmd
-	}
 	cmd := redis.NewCmd(ctx, all...)
 	_ = c.Process(ctx, onceCmd{cmd}) // the error is cmd's
 	return cmd
@@ -302,7 +276,7 @@ func (l *library) exec(ctx context.Context, c *Conn, calls []*libCall) error {
 			return storeErr(fmt.Errorf("read the server's clock: %w", err))
 		}
 		mode := st.mode.Load()
-		cmds := make([]redis.Cmder, len(todo))
+		cmds := make([]*redis.Cmd, len(todo))
 		switch {
 		case len(todo) == 1 && c.co != nil:
 			cmds[0] = l.cmd(ctx, mode, h, c.co, todo[0], at)
@@ -318,10 +292,10 @@ func (l *library) exec(ctx context.Context, c *Conn, calls []*libCall) error {
 		var again []*libCall
 		lacked := false
 		for i, cmd := range cmds {
-			err := cmd.Err()
+			v, err := cmd.Result()
 			switch {
 			case err == nil:
-				todo[i].keep(cmd)
+				todo[i].reply = v
 			case attempt < 3 && noClock(err):
 				st.clock.pass()
 				again = append(again, todo[i])
