@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/redisstore"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // BenchmarkAllow is one decision of three rules on the real redis-server,
@@ -101,7 +101,7 @@ func BenchmarkAllowConcurrent(b *testing.B) {
 			ctx := context.Background()
 			var next atomic.Int64
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := testutil.CPUTime()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -111,7 +111,7 @@ func BenchmarkAllowConcurrent(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
@@ -135,13 +135,4 @@ func benchRequests(b *testing.B, prefix string, net, n int) []guard.Request {
 		reqs[i].Action = "bench"
 	}
 	return reqs
-}
-
-// cpuTime is this process's CPU time so far (user and system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,7 +84,7 @@ func BenchmarkSendHTTPServer(b *testing.B) {
 	var n atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(16 / runtime.GOMAXPROCS(0))
-	cpu0 := cpuTime()
+	cpu0 := testutil.CPUTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -94,14 +94,7 @@ func BenchmarkSendHTTPServer(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
-}
-
-// cpuTime is this process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 }
 
 // benchServer starts a redis-server for the benchmark and returns the
