@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/localredis"
@@ -214,11 +215,10 @@ func (h *replyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-// TestACodeCheckReplyOfAnotherShapeIsAStoreError: a reply to a code check
-// that is not the library's (an outcome out of range, a field of another
-// type: another version's library, a proxy's answer) is a store error,
-// not a verdict.
-func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
+// hooked is a client of a new redis-server whose library calls h answers
+// when armed.
+func hooked(t *testing.T) (*redis.Client, *replyHook) {
+	t.Helper()
 	srv, err := redistest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -227,6 +227,23 @@ func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 	rdb := srv.Client()
 	h := &replyHook{}
 	rdb.AddHook(h)
+	return rdb, h
+}
+
+// answering runs f with the library's calls answered by reply.
+func (h *replyHook) answering(reply any, f func()) {
+	h.reply = reply
+	h.armed.Store(true)
+	defer h.armed.Store(false)
+	f()
+}
+
+// TestACodeCheckReplyOfAnotherShapeIsAStoreError: a reply to a code check
+// that is not the library's (an outcome out of range, a field of another
+// type: another version's library, a proxy's answer) is a store error,
+// not a verdict.
+func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
+	rdb, h := hooked(t)
 	ctx := context.Background()
 	codes := redisstore.NewCodes(rdb)
 	if err := codes.Put(ctx, "og:{t}c", "digest", time.Minute, ""); err != nil {
@@ -236,20 +253,18 @@ func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 	for _, reply := range [][]any{
 		{int64(5), now, ""}, {int64(0), now, ""}, {"1", now, ""}, {int64(1), "now", ""}, {int64(1), now, int64(7)},
 	} {
-		h.reply = reply
-		h.armed.Store(true)
-		v, err := codes.Check(ctx, "og:{t}c", "digest", 5)
-		h.armed.Store(false)
+		var v otp.Verdict
+		var err error
+		h.answering(reply, func() { v, err = codes.Check(ctx, "og:{t}c", "digest", 5) })
 		if !errors.Is(err, store.ErrStoreUnavailable) {
 			t.Errorf("a reply %v: %+v, %v, want a store error", reply, v, err)
 		}
 	}
 	// the library's own outcomes, first and last, are verdicts
 	for _, outcome := range []int64{1, 4} {
-		h.reply = []any{outcome, now, "r"}
-		h.armed.Store(true)
-		v, err := codes.Check(ctx, "og:{t}c", "digest", 5)
-		h.armed.Store(false)
+		var v otp.Verdict
+		var err error
+		h.answering([]any{outcome, now, "r"}, func() { v, err = codes.Check(ctx, "og:{t}c", "digest", 5) })
 		if err != nil || int64(v.Check) != outcome || v.Receipt != "r" || v.At.UnixMicro() != now {
 			t.Errorf("the outcome %d: %+v, %v, want its verdict", outcome, v, err)
 		}
@@ -262,14 +277,7 @@ func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 // answer) is a store error, not a decision, and the library's own shape
 // is read as it says.
 func TestABatchReplyOfAnotherShapeIsAStoreError(t *testing.T) {
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	rdb := srv.Client()
-	h := &replyHook{}
-	rdb.AddHook(h)
+	rdb, h := hooked(t)
 	ctx := context.Background()
 	st := redisstore.New(rdb, redisstore.Options{})
 	ops := []store.Op{{Kind: store.Take, Spec: retrySpec, Tag: "shape", Cost: 1}}
@@ -289,18 +297,16 @@ func TestABatchReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 		{int64(1), now, int64(1), int64(7), int64(5e6), int64(0), int64(0), int64(1), int64(0)},
 		{int64(1), now},
 	} {
-		h.reply = reply
-		h.armed.Store(true)
-		res, err := st.Do(ctx, ops)
-		h.armed.Store(false)
+		var res []store.OpResult
+		var err error
+		h.answering(reply, func() { res, err = st.Do(ctx, ops) })
 		if !errors.Is(err, store.ErrStoreUnavailable) {
 			t.Errorf("a reply %v: %+v, %v, want a store error", reply, res, err)
 		}
 	}
-	h.reply = []any{int64(0), now, int64(0), int64(7), int64(5e6), int64(3e6), int64(0), int64(0)}
-	h.armed.Store(true)
-	res, err := st.Do(ctx, ops)
-	h.armed.Store(false)
+	var res []store.OpResult
+	var err error
+	h.answering([]any{int64(0), now, int64(0), int64(7), int64(5e6), int64(3e6), int64(0), int64(0)}, func() { res, err = st.Do(ctx, ops) })
 	if err != nil || len(res) != 1 || res[0].Allowed || res[0].Remaining != 7 || res[0].ResetAfter != 5*time.Second || res[0].RetryAfter != 3*time.Second || !res[0].Now.Equal(time.UnixMicro(now)) {
 		t.Errorf("the library's own shape: %+v, %v, want a denial as it says", res, err)
 	}
