@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -43,31 +42,29 @@ func cognitoLocalWith(t *testing.T, config map[string]any) (string, *cip.Client)
 			t.Fatalf("cognito-local is not installed and npm ci failed (apt-get install npm): %v\n%s", err, out)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin)
-	cmd.Dir = t.TempDir()
+	dir := t.TempDir()
 	if config != nil {
 		b, _ := json.Marshal(config)
-		if err := os.MkdirAll(filepath.Join(cmd.Dir, ".cognito"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, ".cognito"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(cmd.Dir, ".cognito", "config.json"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ".cognito", "config.json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "HOST=127.0.0.1")
 	logs := &testutil.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p, ports, err := testutil.StartOnFreePorts(1, 0, func(ports []int) *exec.Cmd {
+		cmd := exec.Command(bin)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", ports[0]), "HOST=127.0.0.1")
+		cmd.Stdout, cmd.Stderr = logs, logs
+		return cmd
+	})
+	if err != nil {
+		t.Fatalf("cognito-local did not start: %v\n%s", err, logs.String())
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	t.Cleanup(p.Stop)
+	url := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if resp, err := http.Get(url + "/health"); err == nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -179,41 +178,22 @@ type emulated struct {
 // bootstrap and env, and waits for it to listen.
 func startEmulated(t *testing.T, rie, bootstrap string, env []string) *emulated {
 	t.Helper()
-	ports := make([]int, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	cmd := exec.Command(rie, "--runtime-api-address", "127.0.0.1:"+strconv.Itoa(ports[0]),
-		"--runtime-interface-emulator-address", "127.0.0.1:"+strconv.Itoa(ports[1]), bootstrap)
-	cmd.Dir = filepath.Dir(bootstrap)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the emulator and the bootstrap it starts
-	e := &emulated{url: "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/2015-03-31/functions/function/invocations", out: &testutil.Buffer{}}
-	cmd.Stdout, cmd.Stderr = e.out, e.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
+	e := &emulated{out: &testutil.Buffer{}}
+	p, ports, err := testutil.StartOnFreePorts(2, 1, func(ports []int) *exec.Cmd {
+		cmd := exec.Command(rie, "--runtime-api-address", "127.0.0.1:"+strconv.Itoa(ports[0]),
+			"--runtime-interface-emulator-address", "127.0.0.1:"+strconv.Itoa(ports[1]), bootstrap)
+		cmd.Dir = filepath.Dir(bootstrap)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the emulator and the bootstrap it starts
+		cmd.Stdout, cmd.Stderr = e.out, e.out
+		return cmd
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(ports[1]), time.Second)
-		if err == nil {
-			c.Close()
-			return e
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the emulator never listened: %v\n%s%s", err, e.out.String(), "")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err != nil {
+		t.Fatalf("the emulator never listened: %v\n%s", err, e.out.String())
 	}
+	t.Cleanup(p.Stop)
+	e.url = "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/2015-03-31/functions/function/invocations"
+	return e
 }
 
 // invoke posts an event to the emulator's invoke endpoint (as `sam local

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // Server is one running redis-server.
@@ -25,11 +26,13 @@ type Server struct {
 	Port int
 	dir  string
 	args []string
-	cmd  *exec.Cmd
+	proc *testutil.Started
 }
 
 // Start runs a redis-server on a free loopback port, without persistence,
-// its files in a new temporary folder.
+// its files in a new temporary folder. A port taken between the pick and
+// the server's bind (another test's outgoing connection takes its local
+// port from the same range) is picked again.
 func Start(extra ...string) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, errors.New("redistest: redis-server is not installed; `make test` installs it (apt-get install redis-server)")
@@ -38,43 +41,46 @@ func Start(extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	for range 5 {
+		port, err := testutil.FreePortWith(10000) // and its cluster bus port
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+		s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}, extra...)
+		if err = s.Restart(); !errors.Is(err, testutil.ErrExited) {
+			return s, err
+		}
 	}
-	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
-	s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}, extra...)
-	return s, s.Restart()
+	return nil, fmt.Errorf("redistest: redis-server exited on 5 ports in a row: %s", readLog(dir))
 }
 
 // Restart starts the server again after Stop, on the same port.
 func (s *Server) Restart() error {
-	s.cmd = exec.Command("redis-server", s.args...)
-	if err := s.cmd.Start(); err != nil {
+	p, err := testutil.Start(exec.Command("redis-server", s.args...))
+	if err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
 	// (30s: a busy machine starts a process slowly)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := p.Listening(s.Addr, 30*time.Second); err != nil {
+		p.Stop()
+		return fmt.Errorf("redistest: redis-server on %s did not start: %w: %s", s.Addr, err, readLog(s.dir))
 	}
-	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	s.Stop()
-	return fmt.Errorf("redistest: redis-server on %s did not start: %s", s.Addr, log)
+	s.proc = p
+	return nil
+}
+
+func readLog(dir string) []byte {
+	log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+	return log
 }
 
 // Stop kills the server (it can be restarted).
 func (s *Server) Stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-		s.cmd = nil
+	if s.proc != nil {
+		s.proc.Stop()
+		s.proc = nil
 	}
 }
 
@@ -159,27 +165,6 @@ func (c *Cluster) Close() {
 	for _, s := range c.Nodes {
 		s.Close()
 	}
-}
-
-// freePort finds a loopback port that is free, and whose cluster bus port
-// (port+10000) is free too.
-func freePort() (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port+10000 > 65535 {
-			continue
-		}
-		if b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000)); err == nil {
-			b.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("redistest: no free port pair")
 }
 
 // KeysWithoutTTL returns the keys matching pattern that have no TTL, on

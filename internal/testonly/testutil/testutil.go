@@ -1,6 +1,6 @@
 // Package testutil holds the small helpers the tests of several packages
 // and of the tests module share: a log buffer safe for concurrent writers,
-// random secrets, free ports. It has no dependencies beyond the standard
+// random secrets, free ports, processes started on them. It has no dependencies beyond the standard
 // library.
 package testutil
 
@@ -8,7 +8,13 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
 	"net"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,13 +62,56 @@ func RandomSecret() string {
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+func FreePort() (int, error) { return FreePortWith(0) }
+
+// FreePortWith returns a loopback TCP port p, free a moment ago, with
+// p+offset free too (a Redis Cluster node's bus port). Both are below the
+// range the kernel takes outgoing connections' local ports from, so that
+// no connection of another test can take them before the server meant to
+// listen on them binds them; StartOnFreePorts still starts a server that
+// could not bind again on new ports.
+func FreePortWith(offset int) (int, error) {
+	lo, hi := 10000, localPortRangeStart()-offset
+	for range 100 {
+		p := lo + mrand.N(max(hi-lo, 1))
+		if hi <= lo { // an unusual range: let the kernel pick
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return 0, err
+			}
+			p = l.Addr().(*net.TCPAddr).Port
+			l.Close()
+		}
+		if portsFree(p, p+offset) {
+			return p, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("testutil: no free loopback port")
+}
+
+// localPortRangeStart is the lowest local port of outgoing connections.
+func localPortRangeStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if n, err := strconv.Atoi(f[0]); err == nil {
+			return n
+		}
+	}
+	return 32768
+}
+
+func portsFree(ports ...int) bool {
+	for _, p := range ports {
+		if p > 65535 {
+			return false
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
 }
 
 // CPUTime is this process's CPU time so far (user and system, getrusage):
@@ -74,4 +123,101 @@ func CPUTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ErrExited is Listening's error when the process exited before it
+// listened: a bind refused, most often.
+var ErrExited = errors.New("the process exited before it listened")
+
+// Started is a process a test started, waited on in the background so
+// that its exit is seen at once (a port it could not bind is then an
+// error, not a wait for a listener that will never come, or a dial that
+// reaches another test's server on that port).
+type Started struct {
+	Cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts cmd.
+func Start(cmd *exec.Cmd) (*Started, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Started{Cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// Exited reports whether the process has exited.
+func (p *Started) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop kills the process (its whole group when it leads one) and waits
+// for it.
+func (p *Started) Stop() {
+	if a := p.Cmd.SysProcAttr; a != nil && a.Setpgid {
+		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+	} else {
+		_ = p.Cmd.Process.Kill()
+	}
+	<-p.done
+}
+
+// Listening dials addr until it accepts a connection, and fails with
+// ErrExited when the process exits first, or when timeout passes.
+func (p *Started) Listening(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if p.Exited() {
+			return ErrExited
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			if p.Exited() { // someone else's listener
+				return ErrExited
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: nothing listened within %s: %w", addr, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// StartOnFreePorts picks n loopback ports that were free a moment ago,
+// starts the command build makes for them, and waits up to 30 s until it
+// accepts connections on ports[listen]. A port can be taken between the
+// pick and the process's bind (another test's outgoing connection takes
+// its local port from the same range): the process then exits, and it is
+// started again on new ports, up to 5 times.
+func StartOnFreePorts(n, listen int, build func(ports []int) *exec.Cmd) (*Started, []int, error) {
+	var err error
+	for range 5 {
+		ports := make([]int, n)
+		for i := range ports {
+			if ports[i], err = FreePort(); err != nil {
+				return nil, nil, err
+			}
+		}
+		var p *Started
+		if p, err = Start(build(ports)); err != nil {
+			return nil, nil, err
+		}
+		if err = p.Listening("127.0.0.1:"+strconv.Itoa(ports[listen]), 30*time.Second); err == nil {
+			return p, ports, nil
+		}
+		p.Stop()
+		if !errors.Is(err, ErrExited) {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, err
 }
