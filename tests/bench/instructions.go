@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 var callgrindDir = flag.String("callgrind-dir", "", "keep each instructions case's callgrind output in this directory (for callgrind_annotate)")
@@ -185,43 +185,34 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call func(int
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
 	out := filepath.Join(dir, "callgrind.out")
-	cmd := exec.Command("valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file="+out,
-		"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
 	logf, err := os.Create(filepath.Join(dir, "log"))
 	if err != nil {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
 	fail := func(err error) (float64, error) {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		return 0, fmt.Errorf("%w\n%s", err, log)
 	}
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) { // (go-redis would log each refused dial)
-		if conn, err := net.Dial("tcp", "127.0.0.1:"+port); err == nil {
-			conn.Close()
-			break
-		}
-		if time.Since(start) > time.Minute {
-			return fail(fmt.Errorf("redis-server under valgrind did not start"))
-		}
+	// (a minute: valgrind starts slowly; a port taken before the bind is
+	// picked again)
+	p, ports, err := testutil.StartOnFreePorts(1, 0, time.Minute, func(ports []int) *exec.Cmd {
+		cmd := exec.Command("valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file="+out,
+			"redis-server", "--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		return cmd
+	})
+	if err != nil {
+		return fail(fmt.Errorf("redis-server under valgrind did not start: %w", err))
 	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			p.Stop()
+		}
+	}()
+	cmd, port := p.Cmd, strconv.Itoa(ports[0])
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1})
 	defer c.Close()
 	if lib != "" {
@@ -267,7 +258,8 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call func(int
 	// callgrind writes its counts when the server exits (SHUTDOWN has
 	// no answer: the error is the connection closing)
 	_ = c.Do(ctx, "shutdown", "nosave").Err()
-	if err := cmd.Wait(); err != nil {
+	stopped = true
+	if err := p.Wait(); err != nil {
 		return fail(err)
 	}
 	raw, err := os.ReadFile(out)

@@ -136,6 +136,7 @@ var ErrExited = errors.New("the process exited before it listened")
 type Started struct {
 	Cmd  *exec.Cmd
 	done chan struct{}
+	err  error // Cmd.Wait's, once done is closed
 }
 
 // Start starts cmd.
@@ -144,7 +145,7 @@ func Start(cmd *exec.Cmd) (*Started, error) {
 		return nil, err
 	}
 	p := &Started{Cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	go func() { p.err = cmd.Wait(); close(p.done) }()
 	return p, nil
 }
 
@@ -156,6 +157,13 @@ func (p *Started) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// Wait waits for the process to exit and returns how it exited (see
+// exec.Cmd.Wait).
+func (p *Started) Wait() error {
+	<-p.done
+	return p.err
 }
 
 // Stop kills the process (its whole group when it leads one) and waits
@@ -193,12 +201,12 @@ func (p *Started) Listening(addr string, timeout time.Duration) error {
 }
 
 // StartOnFreePorts picks n loopback ports that were free a moment ago,
-// starts the command build makes for them, and waits up to 30 s until it
+// starts the command build makes for them, and waits up to wait until it
 // accepts connections on ports[listen]. A port can be taken between the
 // pick and the process's bind (another test's outgoing connection takes
 // its local port from the same range): the process then exits, and it is
 // started again on new ports, up to 5 times.
-func StartOnFreePorts(n, listen int, build func(ports []int) *exec.Cmd) (*Started, []int, error) {
+func StartOnFreePorts(n, listen int, wait time.Duration, build func(ports []int) *exec.Cmd) (*Started, []int, error) {
 	var err error
 	for range 5 {
 		ports := make([]int, n)
@@ -211,7 +219,7 @@ func StartOnFreePorts(n, listen int, build func(ports []int) *exec.Cmd) (*Starte
 		if p, err = Start(build(ports)); err != nil {
 			return nil, nil, err
 		}
-		if err = p.Listening("127.0.0.1:"+strconv.Itoa(ports[listen]), 30*time.Second); err == nil {
+		if err = p.Listening("127.0.0.1:"+strconv.Itoa(ports[listen]), wait); err == nil {
 			return p, ports, nil
 		}
 		p.Stop()

@@ -39,7 +39,7 @@ func TestStartOnFreePortsStartsAgainWhenTheBindIsRefused(t *testing.T) {
 	}
 	defer target.Close()
 	var tried [][]int
-	p, ports, err := StartOnFreePorts(2, 1, func(ports []int) *exec.Cmd {
+	p, ports, err := StartOnFreePorts(2, 1, 30*time.Second, func(ports []int) *exec.Cmd {
 		tried = append(tried, ports)
 		if len(tried) == 1 {
 			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: ports[1]}}
