@@ -99,6 +99,74 @@ func (b *bench) instructions(ctx context.Context) error {
 	return tw.Flush()
 }
 
+// parts takes the 3-rule allowed decision's instructions apart: functions
+// given the decision's arguments and keys that each do one more of the
+// things the library's call does (read TIME, take the three counters,
+// read their TTLs, answer the decision's 20 integers); the differences
+// are what each costs, and what the library's call costs beyond them is
+// its own Lua.
+func (b *bench) parts(ctx context.Context) error {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		return fmt.Errorf("valgrind is not installed (apt-get install valgrind; make bench installs it)")
+	}
+	args, err := b.decisionArgs(ctx)
+	if err != nil {
+		return err
+	}
+	// each function does what the one before it does, and one thing more
+	const lib = `#!lua name=bench_parts
+local OUT = {}
+local function incr(keys, pttl)
+  for i = 1, 3 do
+    redis.call('INCRBY', keys[i], '1')
+    if pttl then redis.call('PTTL', keys[i]) end
+  end
+end
+local function reply()
+  local o = OUT
+  o[1], o[2] = 1, 1764300000123456
+  for i = 0, 2 do
+    local j = 2 + 6 * i
+    o[j + 1], o[j + 2], o[j + 3], o[j + 4], o[j + 5], o[j + 6] = 1, 999999000 + i, 3599000000 + i, 0, 0, 1
+  end
+  return o
+end
+redis.register_function('p_args', function(keys, args) return 1 end)
+redis.register_function('p_time', function(keys, args) redis.call('TIME') return 1 end)
+redis.register_function('p_incr', function(keys, args) redis.call('TIME') incr(keys, false) return 1 end)
+redis.register_function('p_pttl', function(keys, args) redis.call('TIME') incr(keys, true) return 1 end)
+redis.register_function('p_reply', function(keys, args) redis.call('TIME') incr(keys, true) return reply() end)`
+	fn := func(name string) func(int) []any {
+		c := append([]any{"fcall", name}, args[2:]...)
+		return func(int) []any { return c }
+	}
+	steps := []struct{ name, part string }{
+		{"p_args", "the call itself, with the decision's 3 keys and 8 arguments"},
+		{"p_time", "reading TIME"},
+		{"p_incr", "3 × INCRBY"},
+		{"p_pttl", "3 × PTTL"},
+		{"p_reply", "answering 20 integers (a kept table)"},
+	}
+	fmt.Printf("\nparts: the 3-rule allowed decision's redis-server instructions per call, taken apart (valgrind callgrind, %d calls pipelined by 100, after %d)\n\n", instrCalls, instrWarm)
+	tw := newTable("part\tinstructions/call\t")
+	var prev float64
+	for i, st := range steps {
+		n, err := b.countInstructions(ctx, lib, fn(st.name), fmt.Sprintf("parts.%d", i))
+		if err != nil {
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t\n", st.part, n-prev)
+		prev = n
+	}
+	whole, err := b.countInstructions(ctx, "", func(int) []any { return args }, "parts.otpguard")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(tw, "%s\t%.0f\t\n", "the library's own Lua (the rest)", whole-prev)
+	fmt.Fprintf(tw, "%s\t%.0f\t\n", "otpguard's call, in all", whole)
+	return tw.Flush()
+}
+
 // The calls counted, after the calls that warm the library's caches and
 // make the keys.
 const instrWarm, instrCalls = 500, 5000

@@ -18,7 +18,7 @@
 //   - cluster: one hot global rule on the cluster, with and without
 //     leases.
 //
-//     go run . [-duration 3s] [-rounds 3] [-only allowed,attack,login,memory,cluster,http,cost]
+//     go run . [-duration 3s] [-rounds 3] [-only allowed,attack,login,memory,cluster,http,cost,instructions,parts]
 package main
 
 import (
@@ -120,6 +120,8 @@ func run() error {
 			err = b.cost(ctx)
 		case "instructions":
 			err = b.instructions(ctx)
+		case "parts":
+			err = b.parts(ctx)
 		default:
 			err = fmt.Errorf("unknown section %q", s)
 		}
