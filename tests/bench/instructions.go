@@ -274,12 +274,7 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call func(int
 	if err != nil {
 		return fail(fmt.Errorf("redis-server under valgrind did not start: %w", err))
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			p.Stop()
-		}
-	}()
+	defer p.Stop() // (nothing to do once it has exited)
 	cmd, port := p.Cmd, strconv.Itoa(ports[0])
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1})
 	defer c.Close()
@@ -326,7 +321,6 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call func(int
 	// callgrind writes its counts when the server exits (SHUTDOWN has
 	// no answer: the error is the connection closing)
 	_ = c.Do(ctx, "shutdown", "nosave").Err()
-	stopped = true
 	if err := p.Wait(); err != nil {
 		return fail(err)
 	}

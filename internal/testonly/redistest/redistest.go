@@ -44,6 +44,7 @@ func Start(extra ...string) (*Server, error) {
 	for range 5 {
 		port, err := testutil.FreePortWith(10000) // and its cluster bus port
 		if err != nil {
+			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 		s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
@@ -53,7 +54,9 @@ func Start(extra ...string) (*Server, error) {
 			return s, err
 		}
 	}
-	return nil, fmt.Errorf("redistest: redis-server exited on 5 ports in a row: %s", readLog(dir))
+	log := readLog(dir)
+	_ = os.RemoveAll(dir)
+	return nil, fmt.Errorf("redistest: redis-server exited on 5 ports in a row: %s", log)
 }
 
 // Restart starts the server again after Stop, on the same port.

@@ -1,7 +1,7 @@
 // Package testutil holds the small helpers the tests of several packages
 // and of the tests module share: a log buffer safe for concurrent writers,
-// random secrets, free ports, processes started on them. It has no dependencies beyond the standard
-// library.
+// random secrets, free ports and servers started on them. It has no
+// dependencies beyond the standard library.
 package testutil
 
 import (
@@ -130,9 +130,8 @@ func CPUTime() time.Duration {
 var ErrExited = errors.New("the process exited before it listened")
 
 // Started is a process a test started, waited on in the background so
-// that its exit is seen at once (a port it could not bind is then an
-// error, not a wait for a listener that will never come, or a dial that
-// reaches another test's server on that port).
+// that its exit is seen at once: a port it could not bind is then an
+// error at once, not a wait for a listener that will never come.
 type Started struct {
 	Cmd  *exec.Cmd
 	done chan struct{}
@@ -188,7 +187,7 @@ func (p *Started) Listening(addr string, timeout time.Duration) error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			if p.Exited() { // someone else's listener
+			if p.Exited() { // what answered is another process's listener
 				return ErrExited
 			}
 			return nil
