@@ -34,10 +34,6 @@ var callgrindDir = flag.String("callgrind-dir", "", "keep each instructions case
 // (to about 2%) whatever else the machine does, so a change to the
 // library shows its cost.
 func (b *bench) instructions(ctx context.Context) error {
-	if _, err := exec.LookPath("valgrind"); err != nil {
-		return fmt.Errorf("valgrind is not installed (apt-get install valgrind; make bench installs it)")
-	}
-	// the arguments of a decision, as the guard sends them
 	args, err := b.decisionArgs(ctx)
 	if err != nil {
 		return err
@@ -106,9 +102,6 @@ func (b *bench) instructions(ctx context.Context) error {
 // are what each costs, and what the library's call costs beyond them is
 // its own Lua.
 func (b *bench) parts(ctx context.Context) error {
-	if _, err := exec.LookPath("valgrind"); err != nil {
-		return fmt.Errorf("valgrind is not installed (apt-get install valgrind; make bench installs it)")
-	}
 	args, err := b.decisionArgs(ctx)
 	if err != nil {
 		return err
@@ -180,8 +173,13 @@ rules:
 `
 
 // decisionArgs is the FCALL a guard sends for the bench's allowed
-// decision (captured by a hook on its client).
+// decision (captured by a hook on its client). Every section that asks
+// for it counts instructions under valgrind, so it fails first when
+// valgrind is not installed.
 func (b *bench) decisionArgs(ctx context.Context) ([]any, error) {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		return nil, fmt.Errorf("valgrind is not installed (apt-get install valgrind; make bench installs it)")
+	}
 	c := redis.NewClient(&redis.Options{Addr: b.srv.Addr})
 	defer c.Close()
 	h := &callsHook{}

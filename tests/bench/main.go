@@ -34,7 +34,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -51,6 +50,7 @@ import (
 	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 func main() {
@@ -314,12 +314,12 @@ func (b *bench) measure(ctx context.Context, admin *redis.Client, f decider, con
 	if err != nil {
 		return result{}, err
 	}
-	self0 := selfCPU()
+	self0 := testutil.CPUTime()
 	lat, allowed, elapsed, err := load(ctx, f, conc, *duration)
 	if err != nil {
 		return result{}, err
 	}
-	self1 := selfCPU()
+	self1 := testutil.CPUTime()
 	cpu1, err := serverCPU(ctx, admin)
 	if err != nil {
 		return result{}, err
@@ -331,16 +331,7 @@ func (b *bench) measure(ctx context.Context, admin *redis.Client, f decider, con
 	slices.Sort(lat)
 	n := float64(len(lat))
 	return result{perSec: n / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100],
-		tripsPerOp: float64(b.trips.Load()) / n, serverUS: usec / n, serverCPU: (cpu1 - cpu0) / n, clientCPU: (self1 - self0) / n, allowed: float64(allowed) / n}, nil
-}
-
-// selfCPU is this process's CPU time so far (user + system), in µs.
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1000
+		tripsPerOp: float64(b.trips.Load()) / n, serverUS: usec / n, serverCPU: (cpu1 - cpu0) / n, clientCPU: float64(self1-self0) / float64(time.Microsecond) / n, allowed: float64(allowed) / n}, nil
 }
 
 // compare measures impls at each concurrency, rounds times interleaved,
