@@ -263,7 +263,7 @@ func (b *bench) countInstructions(ctx context.Context, lib string, call func(int
 	}
 	// (a minute: valgrind starts slowly; a port taken before the bind is
 	// picked again)
-	p, ports, err := testutil.StartOnFreePorts(1, 0, time.Minute, func(ports []int) *exec.Cmd {
+	p, ports, err := testutil.StartOnFreePorts(1, time.Minute, func(ports []int) *exec.Cmd {
 		cmd := exec.Command("valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file="+out,
 			"redis-server", "--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
 		cmd.Stdout, cmd.Stderr = logf, logf

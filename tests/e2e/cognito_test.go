@@ -53,7 +53,7 @@ func cognitoLocalWith(t *testing.T, config map[string]any) (string, *cip.Client)
 		}
 	}
 	logs := &testutil.Buffer{}
-	p, ports, err := testutil.StartOnFreePorts(1, 0, 30*time.Second, func(ports []int) *exec.Cmd {
+	p, ports, err := testutil.StartOnFreePorts(1, 30*time.Second, func(ports []int) *exec.Cmd {
 		cmd := exec.Command(bin)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", ports[0]), "HOST=127.0.0.1")

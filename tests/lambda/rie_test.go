@@ -179,7 +179,7 @@ type emulated struct {
 func startEmulated(t *testing.T, rie, bootstrap string, env []string) *emulated {
 	t.Helper()
 	e := &emulated{out: &testutil.Buffer{}}
-	p, ports, err := testutil.StartOnFreePorts(2, 1, 30*time.Second, func(ports []int) *exec.Cmd {
+	p, ports, err := testutil.StartOnFreePorts(2, 30*time.Second, func(ports []int) *exec.Cmd {
 		cmd := exec.Command(rie, "--runtime-api-address", "127.0.0.1:"+strconv.Itoa(ports[0]),
 			"--runtime-interface-emulator-address", "127.0.0.1:"+strconv.Itoa(ports[1]), bootstrap)
 		cmd.Dir = filepath.Dir(bootstrap)

@@ -26,13 +26,14 @@ type Server struct {
 	Port int
 	dir  string
 	args []string
+	bus  bool // a cluster node: it listens on Port+10000 too
 	proc *testutil.Started
 }
 
 // Start runs a redis-server on a free loopback port, without persistence,
 // its files in a new temporary folder. A port taken between the pick and
-// the server's bind (another test's outgoing connection takes its local
-// port from the same range) is picked again.
+// the server's bind (another test's server picked it too) is picked
+// again.
 func Start(extra ...string) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, errors.New("redistest: redis-server is not installed; `make test` installs it (apt-get install redis-server)")
@@ -41,36 +42,72 @@ func Start(extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	bus := false
+	for i := range len(extra) - 1 {
+		bus = bus || extra[i] == "--cluster-enabled" && extra[i+1] == "yes"
+	}
 	for range 5 {
-		port, err := testutil.FreePortWith(10000) // and its cluster bus port
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
+		var port int
+		if port, err = testutil.FreePortWith(10000); err != nil { // and its cluster bus port
+			break
 		}
-		s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+		s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, bus: bus}
 		s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}, extra...)
-		if err = s.Restart(); !errors.Is(err, testutil.ErrExited) {
-			return s, err
+		if err = s.Restart(); err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, testutil.ErrExited) && !errors.Is(err, errTaken) {
+			break
 		}
 	}
-	log := readLog(dir)
 	_ = os.RemoveAll(dir)
-	return nil, fmt.Errorf("redistest: redis-server exited on 5 ports in a row: %s", log)
+	return nil, err
 }
+
+// errTaken is Restart's error when what answers on the port is not the
+// server it started: another process holds the port, and the server,
+// which could not bind it, is on its way out.
+var errTaken = errors.New("another process answers on the port")
 
 // Restart starts the server again after Stop, on the same port.
 func (s *Server) Restart() error {
-	p, err := testutil.Start(exec.Command("redis-server", s.args...))
+	cmd := exec.Command("redis-server", s.args...)
+	var stderr testutil.Buffer // a refused option is told here, not in the log file
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	p, err := testutil.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
+	addrs := []string{s.Addr}
+	if s.bus {
+		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(s.Port+10000))
+	}
 	// (30s: a busy machine starts a process slowly)
-	if err := p.Listening(s.Addr, 30*time.Second); err != nil {
+	if err = p.Listening(30*time.Second, addrs...); err == nil {
+		err = s.answers(p.Cmd.Process.Pid)
+	}
+	if err != nil {
 		p.Stop()
-		return fmt.Errorf("redistest: redis-server on %s did not start: %w: %s", s.Addr, err, readLog(s.dir))
+		return fmt.Errorf("redistest: redis-server on %s did not start: %w\n%s%s", s.Addr, err, stderr.String(), readLog(s.dir))
 	}
 	s.proc = p
+	return nil
+}
+
+// answers checks that the server answering on s.Addr is the process pid.
+func (s *Server) answers(pid int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("%w: %v", errTaken, err)
+	}
+	if !strings.Contains(info, "\nprocess_id:"+strconv.Itoa(pid)+"\r") {
+		return errTaken
+	}
 	return nil
 }
 

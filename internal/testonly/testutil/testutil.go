@@ -176,49 +176,67 @@ func (p *Started) Stop() {
 	<-p.done
 }
 
-// Listening dials addr until it accepts a connection, and fails with
-// ErrExited when the process exits first, or when timeout passes.
-func (p *Started) Listening(addr string, timeout time.Duration) error {
+// Listening dials each of addrs until it accepts a connection, and fails
+// with ErrExited (and how the process exited) when the process exits
+// first, or when timeout passes.
+func (p *Started) Listening(timeout time.Duration, addrs ...string) error {
 	deadline := time.Now().Add(timeout)
-	for {
-		if p.Exited() {
-			return ErrExited
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			if p.Exited() { // what answered is another process's listener
-				return ErrExited
+	for _, addr := range addrs {
+		for {
+			if p.Exited() {
+				return p.exited()
 			}
-			return nil
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: nothing listened within %s: %w", addr, timeout, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: nothing listened within %s: %w", addr, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	// Another process's listener on a port answers a dial as well: the
+	// process, which could not bind it, exits within moments of trying
+	// (a server binds its ports one after another, and a port it meets
+	// taken ends it).
+	select {
+	case <-p.done:
+		return p.exited()
+	case <-time.After(settle):
+		return nil
 	}
 }
 
+// settle is how long a process must stay up once its ports answer.
+const settle = 100 * time.Millisecond
+
+func (p *Started) exited() error { return fmt.Errorf("%w (%v)", ErrExited, p.err) }
+
 // StartOnFreePorts picks n loopback ports that were free a moment ago,
 // starts the command build makes for them, and waits up to wait until it
-// accepts connections on ports[listen]. A port can be taken between the
-// pick and the process's bind (another test's outgoing connection takes
-// its local port from the same range): the process then exits, and it is
-// started again on new ports, up to 5 times.
-func StartOnFreePorts(n, listen int, wait time.Duration, build func(ports []int) *exec.Cmd) (*Started, []int, error) {
+// accepts connections on every one. A port can be taken between the pick
+// and the process's bind (another test's server picked it too; a
+// connection, where the outgoing range leaves no room below it): the
+// process then exits, and it is started again on new ports, up to 5
+// times.
+func StartOnFreePorts(n int, wait time.Duration, build func(ports []int) *exec.Cmd) (*Started, []int, error) {
 	var err error
 	for range 5 {
 		ports := make([]int, n)
+		addrs := make([]string, n)
 		for i := range ports {
 			if ports[i], err = FreePort(); err != nil {
 				return nil, nil, err
 			}
+			addrs[i] = "127.0.0.1:" + strconv.Itoa(ports[i])
 		}
 		var p *Started
 		if p, err = Start(build(ports)); err != nil {
 			return nil, nil, err
 		}
-		if err = p.Listening("127.0.0.1:"+strconv.Itoa(ports[listen]), wait); err == nil {
+		if err = p.Listening(wait, addrs...); err == nil {
 			return p, ports, nil
 		}
 		p.Stop()
