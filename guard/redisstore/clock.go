@@ -23,9 +23,15 @@ import (
 // clockRefresh, and a container's clock, disciplined by NTP, drifts by
 // well under maxDrift. The wall clock, not the monotonic one, carries the
 // offset across a Lambda container's freezes.
+//
+// A fresh sample may put the offset lower than the last one did (each is
+// right only to half its round trip): the time passed never goes back
+// nor stands still, so that what one process does in order (a
+// revocation, then a token issued) the library sees in that order.
 type serverClock struct {
 	passed     atomic.Bool // scripts here may not read TIME
 	refreshing atomic.Bool
+	last       atomic.Int64 // the last time passed, µs
 	mu         sync.Mutex
 	s          clockSample
 }
@@ -80,7 +86,22 @@ func (k *serverClock) now(ctx context.Context, c Client) (time.Time, error) {
 			}
 		}
 	}
-	return time.Now().Add(s.offset), nil
+	return k.after(time.Now().Add(s.offset)), nil
+}
+
+// after is t, or 1µs after the last time passed when t is not later.
+func (k *serverClock) after(t time.Time) time.Time {
+	us := t.UnixMicro()
+	for {
+		prev := k.last.Load()
+		v := max(us, prev+1)
+		if k.last.CompareAndSwap(prev, v) {
+			if v == us {
+				return t
+			}
+			return time.UnixMicro(v)
+		}
+	}
 }
 
 // bound is the largest error of the current estimate.

@@ -139,3 +139,44 @@ func TestTheSlotMapReaderDoesNotRetry(t *testing.T) {
 		t.Errorf("one read of the slot map from a node that hangs up: %d connections, want 1", n)
 	}
 }
+
+// TestThePassedTimeNeverGoesBack: a fresh sample may put the offset lower
+// than the one before (each is only right to half its round trip), but
+// the time one process passes to the library never goes back, nor stands
+// still: a revocation passed one time and a token issued at the next are
+// in that order (an outside load once had them the other way round).
+func TestThePassedTimeNeverGoesBack(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	ctx := context.Background()
+	var k serverClock
+	// a sample an hour ahead, stale: the next call measures the true one
+	k.s = clockSample{offset: time.Hour, at: time.Now().Add(-time.Minute)}
+	k.last.Store(time.Now().Add(time.Hour).UnixMicro())
+	before := time.UnixMicro(k.last.Load())
+	var prev time.Time
+	for i := range 100 {
+		got, err := k.now(ctx, rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.After(before) || (i > 0 && !got.After(prev)) {
+			t.Fatalf("call %d: %s, after %s and the last call's %s", i, got, before, prev)
+		}
+		prev = got
+	}
+	// ... and the sample was taken: once the process's clock passes the
+	// last time it passed, the time is the server's again
+	k.last.Store(0)
+	got, err := k.now(ctx, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(got).Abs(); d > 5*time.Second {
+		t.Errorf("with nothing passed before: %s, %s from now", got, d)
+	}
+}
