@@ -249,9 +249,6 @@ func (a *attempt) decide(ctx context.Context) {
 	}
 	a.res, a.err = g.do(ctx, g.store, a.ops)
 	if a.err == nil {
-		if g.storeClk != nil && len(a.res) > 0 {
-			g.storeClk.Observe(a.res[0].Now)
-		}
 		g.mirror(a.rules, a.at, a.ops, a.res)
 		return
 	}

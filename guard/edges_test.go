@@ -617,3 +617,71 @@ rules:
 		t.Errorf("b once a's attempt is void: %+v %v", d, err)
 	}
 }
+
+// heldStore holds the answer of the next call it is told to hold until
+// the test lets it go: a decision answered late.
+type heldStore struct {
+	store.Store
+	hold           atomic.Bool
+	entered, letGo chan struct{}
+}
+
+func (s *heldStore) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
+	held := s.hold.CompareAndSwap(true, false)
+	res, err := s.Store.Do(ctx, ops)
+	if held {
+		close(s.entered)
+		<-s.letGo
+	}
+	return res, err
+}
+
+// TestATokenIssuedAfterARevocationIsTrusted: with Options.StoreClock (as
+// the server runs), a token issued with no time after this process revoked
+// the account's devices is issued after the revocation, in the store's
+// time, and is trusted, even when a decision that began before the
+// revocation is answered after it (its late answer put the estimate of
+// the store's time behind by as long as it was held).
+func TestATokenIssuedAfterARevocationIsTrusted(t *testing.T) {
+	cfg, err := config.Parse([]byte(`rules:
+  - {name: strangers, action: login, key: [account], limit: 100, window: 1h, when: {device: untrusted}, onStoreError: deny}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the store's clock is an hour ahead of this process's
+	st := &heldStore{Store: memstore.New(func() time.Time { return time.Now().Add(time.Hour) }),
+		entered: make(chan struct{}), letGo: make(chan struct{})}
+	g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: []byte(secret), StoreClock: &store.Clock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ann := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+	if _, err := g.Allow(ctx, ann); err != nil { // the clock learns the store's time
+		t.Fatal(err)
+	}
+	st.hold.Store(true)
+	done := make(chan error)
+	go func() {
+		_, err := g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: "bob"}})
+		done <- err
+	}()
+	<-st.entered
+	time.Sleep(20 * time.Millisecond) // the revocation comes 20ms after
+	if err := g.RevokeDevices(ctx, "ann"); err != nil {
+		t.Fatal(err)
+	}
+	close(st.letGo)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	tok, err := g.DeviceToken("ann", "", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann.Device = tok
+	if d, err := g.Allow(ctx, ann); err != nil || d.Device != guard.DeviceTrusted {
+		t.Fatalf("a token issued after the revocation: %+v %v", d, err)
+	}
+}

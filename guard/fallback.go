@@ -104,5 +104,9 @@ func (g *Guard) do(ctx context.Context, st store.Store, ops []store.Op) ([]store
 	if len(res) != len(ops) {
 		return nil, fmt.Errorf("%w: %d results for %d operations", store.ErrStoreUnavailable, len(res), len(ops))
 	}
+	if st == g.store && g.storeClk != nil && len(res) > 0 {
+		// every answer of the store, a revocation's too (see store.Clock)
+		g.storeClk.Observe(res[0].Now)
+	}
 	return res, nil
 }
