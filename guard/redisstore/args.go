@@ -33,8 +33,26 @@ func stateKey(op *store.Op) string {
 // "alg|limit|window|enforce|field|ttl|lock|min|elastic|challenge|keep", encoded once per Spec here and
 // parsed once per node there; DYN the op's own, "kind|cost|extra|member|at"
 // (kind: the letter and its device condition, T or U, if any), or the
-// kind alone when the others are 1, 0, "", 0 (most takes).
+// kind alone when the others are 1, 0, "", 0 (most takes). A batch of
+// plain takes alone (DYN "t", the commonest) is sent as "t" in the count's
+// place and each op's SPEC alone: three arguments fewer for three rules,
+// about 3% of the call's server instructions.
 const argsPerOp = 2
+
+// plainTakes is the argument in the count's place of a batch of plain
+// takes alone (every op's DYN "t": a take of one unit for every client),
+// else nil.
+func plainTakes(ops []store.Op) any {
+	for i := range ops {
+		if kind, ok := short(&ops[i]); !ok || kind != "t" {
+			return nil
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return "t"
+}
 
 // static is a Spec's unchanging argument, boxed once.
 type static struct {
@@ -113,24 +131,42 @@ func init() {
 	}
 }
 
-// appendOp adds op's keys and arguments to a call.
-func (statics *statics) appendOp(keys []string, args []any, op *store.Op) ([]string, []any) {
+// appendOp adds op's keys and arguments to a call: its SPEC alone in a
+// batch of plain takes (plain).
+func (statics *statics) appendOp(keys []string, args []any, op *store.Op, plain bool) ([]string, []any) {
 	st := statics.of(op.Spec)
 	key := stateKey(op)
 	keys = append(keys, key)
 	if op.Spec.Lockout != nil && !op.Spec.Packed {
 		keys = append(keys, key+":l")
 	}
-	var at int64
+	if plain {
+		return keys, append(args, st.spec)
+	}
+	if kind, ok := short(op); ok {
+		return keys, append(args, st.spec, kind)
+	}
+	dyn := string(op.Kind) + condLetter[op.Cond] + "|" + strconv.FormatInt(op.Cost, 10) + "|" + strconv.FormatInt(op.Extra, 10) + "|" + op.Member + "|" + strconv.FormatInt(atArg(op), 10)
+	return keys, append(args, st.spec, dyn)
+}
+
+// atArg is an op's AT: the time it names (µs), or for a reservation the
+// longest wait it accepts.
+func atArg(op *store.Op) int64 {
 	switch {
 	case op.Kind == store.Reserve:
-		at = op.MaxWait.Microseconds() // AT carries the longest wait
+		return op.MaxWait.Microseconds()
 	case !op.At.IsZero():
-		at = op.At.UnixMicro()
+		return op.At.UnixMicro()
 	}
-	if op.Cost == 1 && op.Extra == 0 && op.Member == "" && at == 0 {
-		return keys, append(args, st.spec, kindArgs[op.Kind][op.Cond])
+	return 0
+}
+
+// short is op's DYN when it is the kind and condition alone (the rest 1,
+// 0, "", 0), boxed once.
+func short(op *store.Op) (any, bool) {
+	if op.Cost == 1 && op.Extra == 0 && op.Member == "" && atArg(op) == 0 {
+		return kindArgs[op.Kind][op.Cond], true
 	}
-	dyn := string(op.Kind) + condLetter[op.Cond] + "|" + strconv.FormatInt(op.Cost, 10) + "|" + strconv.FormatInt(op.Extra, 10) + "|" + op.Member + "|" + strconv.FormatInt(at, 10)
-	return keys, append(args, st.spec, dyn)
+	return nil, false
 }

@@ -613,7 +613,8 @@ end
 -- then its lockout hash when it has a lockout and is not packed. ARGV:
 -- [1] the time or empty (see clock), [2] the number of ops, then NA
 -- fields per op, named below (the Go side writes them in this order: see
--- args.go).
+-- args.go); or [2] 't' when every op is a plain take (DYN 't'), then
+-- each op's SPEC alone.
 
 local SPEC, DYN = 1, 2
 local NA = 2
@@ -677,20 +678,23 @@ local OUT = {}
 -- (parse), split once.
 local SHORT = {}
 
--- count is a batch's number of ops: a whole number, NA arguments each
--- (the kept reply table is cut to this call's length: any other count
--- would leave an earlier call's fields in it).
+-- count is a batch's number of ops and arguments per op: a whole
+-- number, NA arguments each (the kept reply table is cut to this call's
+-- length: any other count would leave an earlier call's fields in it),
+-- or 't': every argument after it one op's SPEC, its DYN 't'.
 local function count(args)
+  if args[2] == 't' then return #args - 2, 1 end
   local n = tonumber(args[2])
   if not n or n < 0 or n ~= floor(n) or 2 + n * NA ~= #args then return nil, 'otpguard: bad op count ' .. tostring(args[2]) end
-  return n
+  return n, NA
 end
 
--- parse fills OPS from a batch's n ops; it returns an error or nothing.
-local function parse(keys, args, n)
+-- parse fills OPS from a batch's n ops, na arguments each (see count);
+-- it returns an error or nothing.
+local function parse(keys, args, n, na)
   local ops, k = OPS, 1
   for i = 1, n do
-    local b = 2 + (i - 1) * NA
+    local b = 2 + (i - 1) * na
     local sp, serr = spec(args[b + SPEC])
     if not sp then return serr end
     local op = ops[i]
@@ -700,7 +704,8 @@ local function parse(keys, args, n)
     -- kind alone for the common case (cost 1, no extra, member or at).
     -- The kind is a letter, then T or U for a take or peek that applies
     -- only when the batch's device is trusted (T) or untrusted (U).
-    local d = args[b + DYN]
+    local d = 't'
+    if na == NA then d = args[b + DYN] end
     local short = SHORT[d]
     if short then
       op.kind, op.cond, op.cost, op.extra, op.member, op.at = short[1], short[2], 1, 0, '', 0
@@ -812,10 +817,10 @@ local function fw_check(i, sp, key, out, j)
   return true
 end
 
-local function fw_takes(keys, args, n, out)
+local function fw_takes(keys, args, n, na, out)
   for i = 1, n do
-    local b = 2 + (i - 1) * NA
-    if args[b + DYN] ~= 't' then return false end
+    local b = 2 + (i - 1) * na
+    if na == NA and args[b + DYN] ~= 't' then return false end
     local s = args[b + SPEC]
     local sp = SPECS[s] or spec(s) -- (a bad spec: the general path says so)
     if not sp or not sp.fwfast then return false end
@@ -887,15 +892,15 @@ local function batch(keys, args)
   local timed, terr = clock(args[1])
   if not timed then return redis.error_reply(terr or NOCLOCK) end
   H, W, T = nil, nil, nil -- made when a rule first needs them
-  local n, err = count(args)
-  if not n then return redis.error_reply(err) end
+  local n, na = count(args)
+  if not n then return redis.error_reply(na) end
   -- the reply's table is kept from call to call too (growing a new one
   -- to 2 + 6n fields rehashed it four times): cut to this call's length
   local out = OUT
   out[1], out[2] = 0, now
   for k = #out, 2 + 6 * n + 1, -1 do out[k] = nil end
-  if fw_takes(keys, args, n, out) then return out end
-  err = parse(keys, args, n)
+  if fw_takes(keys, args, n, na, out) then return out end
+  local err = parse(keys, args, n, na)
   if err then return redis.error_reply(err) end
   local ops = OPS
 

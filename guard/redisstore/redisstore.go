@@ -275,14 +275,18 @@ func mostSelective(ops []store.Op, groups []*group) int {
 // group splits ops into one call per hash tag (one per batch on a single
 // node), encoding each op's keys and arguments.
 func (s *Store) group(ops []store.Op) []*group {
+	plain := plainTakes(ops)
 	if !s.grouped {
 		g := &group{idx: make([]int, len(ops)), args: make([]any, 1, 1+argsPerOp*len(ops))}
 		g.keys = make([]string, 0, len(ops))
 		for i := range ops {
 			g.idx[i] = i
-			g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i])
+			g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i], plain != nil)
 		}
-		g.args[0] = len(ops)
+		g.args[0] = plain
+		if plain == nil {
+			g.args[0] = len(ops)
+		}
 		return []*group{g}
 	}
 	var groups []*group
@@ -299,10 +303,13 @@ func (s *Store) group(ops []store.Op) []*group {
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
-		g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i])
+		g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i], plain != nil)
 	}
 	for _, g := range groups {
-		g.args[0] = len(g.idx)
+		g.args[0] = plain
+		if plain == nil {
+			g.args[0] = len(g.idx)
+		}
 	}
 	return groups
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/guard/store"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
@@ -31,9 +32,12 @@ import (
 // sliding window, a packed fixed window with a lockout), which leaves
 // longer or other replies and ops behind. Every answer must be the same,
 // field by field (the end of a window within 50 ms: the two calls are
-// apart in time, and an own key's TTL counts in real time).
+// apart in time, and an own key's TTL counts in real time). A batch of
+// plain takes alone is sent to each library in either shape, drawn for
+// each apart: its count and each op's SPEC and DYN 't', or 't' and the
+// SPECs alone (args.go).
 func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
-	const dispatch = "  if fw_takes(keys, args, n, out) then return out end\n"
+	const dispatch = "  if fw_takes(keys, args, n, na, out) then return out end\n"
 	if strings.Count(librarySource, dispatch) != 1 {
 		t.Fatalf("the library no longer dispatches to fw_takes with %q: update this test", dispatch)
 	}
@@ -57,14 +61,27 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 	// TTLs)
 	now := time.Now().UnixMicro()
 	rng := rand.New(rand.NewPCG(7, 11))
+	shapes := map[string]int{}
 	reply := func(fn, prefix string, ops [][3]string) []any {
 		args := []any{"fcall", fn + "_batch", len(ops)}
 		for _, op := range ops {
 			args = append(args, "{t}"+prefix+op[0])
 		}
-		args = append(args, now, len(ops))
+		plain := true
 		for _, op := range ops {
-			args = append(args, op[1], op[2])
+			plain = plain && op[2] == "t"
+		}
+		if plain && rng.IntN(2) == 0 {
+			shapes[fn]++
+			args = append(args, now, "t")
+			for _, op := range ops {
+				args = append(args, op[1])
+			}
+		} else {
+			args = append(args, now, len(ops))
+			for _, op := range ops {
+				args = append(args, op[1], op[2])
+			}
 		}
 		v, err := rdb.Do(ctx, args...).Slice()
 		if err != nil {
@@ -128,6 +145,9 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 	if fast < 400 {
 		t.Fatalf("only %d batches for the takes pass", fast)
 	}
+	if shapes["takes"] < 200 || shapes["general"] < 200 {
+		t.Fatalf("batches sent as plain takes: %v", shapes)
+	}
 }
 
 // TestMalformedBatchesAreRefused: a batch's arguments come only from the
@@ -190,4 +210,48 @@ func librariesOn(t *testing.T, libs map[string]string) *redis.Client {
 		}
 	}
 	return rdb
+}
+
+// TestABatchOfPlainTakesSendsTheirSpecsAlone: the commonest batch, every
+// op a take of one unit for every client, is sent as 't' and each op's
+// SPEC (three arguments fewer for three rules); a batch with any other
+// op, or a take that is not plain, sends each op's SPEC and DYN after
+// the count. On a cluster each group of the batch is sent the same way.
+func TestABatchOfPlainTakesSendsTheirSpecsAlone(t *testing.T) {
+	a := &store.Spec{ID: "aa", Algorithm: store.FixedWindow, Limit: 3, Window: time.Minute, Enforce: true}
+	b := &store.Spec{ID: "bb", Algorithm: store.SlidingWindow, Limit: 5, Window: time.Hour, Enforce: true}
+	take := func(sp *store.Spec, tag string) store.Op {
+		return store.Op{Kind: store.Take, Spec: sp, Tag: tag, Cost: 1}
+	}
+	var enc statics
+	specA, specB := enc.of(a).spec, enc.of(b).spec
+	for _, grouped := range []bool{false, true} {
+		s := &Store{grouped: grouped}
+		for _, c := range []struct {
+			name string
+			ops  []store.Op
+			want [][]any
+		}{
+			{"plain takes", []store.Op{take(a, "x"), take(b, "x")}, [][]any{{"t", specA, specB}}},
+			{"a peek among them", []store.Op{take(a, "x"), {Kind: store.Peek, Spec: b, Tag: "x", Cost: 1}}, [][]any{{2, specA, "t", specB, "p"}}},
+			{"a take of two units", []store.Op{take(a, "x"), {Kind: store.Take, Spec: b, Tag: "x", Cost: 2}}, [][]any{{2, specA, "t", specB, "t|2|0||0"}}},
+			{"a take for trusted devices", []store.Op{take(a, "x"), {Kind: store.Take, Cond: store.CondTrusted, Spec: b, Tag: "x", Cost: 1}}, [][]any{{2, specA, "t", specB, "tT"}}},
+		} {
+			s.statics = statics{}
+			var got [][]any
+			for _, g := range s.group(c.ops) {
+				got = append(got, g.args)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("grouped %v, %s: %v, want %v", grouped, c.name, got, c.want)
+			}
+		}
+		// on a cluster, two subjects: a call each, both plain
+		if grouped {
+			gs := s.group([]store.Op{take(a, "x"), take(b, "y")})
+			if len(gs) != 2 || fmt.Sprint(gs[0].args) != fmt.Sprint([]any{"t", specA}) || fmt.Sprint(gs[1].args) != fmt.Sprint([]any{"t", specB}) {
+				t.Errorf("two subjects on a cluster: %v", gs)
+			}
+		}
+	}
 }
