@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/otpguard/otpguard/guard/store"
@@ -38,15 +39,51 @@ const (
 
 // devices issues and verifies device tokens.
 type devices struct {
-	key  []byte
-	ttl  time.Duration
-	spec *store.Spec
+	key     []byte
+	ttl     time.Duration
+	spec    *store.Spec
+	revoked *revocations
+}
+
+// revocations are the revocation times (the store's, µs) of the accounts
+// this process revoked, by device tag: a token it issues with no time
+// afterwards is issued after them, whatever its estimate of the store's
+// time (an answer read late, a clock sample lower than the last, put it
+// behind). Bounded: forgotten all at once when full.
+type revocations struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+const maxRevocations = 4096
+
+func (r *revocations) note(tag string, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil || len(r.m) >= maxRevocations {
+		r.m = map[string]int64{}
+	}
+	r.m[tag] = max(r.m[tag], at.UnixMicro())
+}
+
+// after is at, or 1µs after tag's revocation when at is not later.
+func (r *revocations) after(tag string, at time.Time) time.Time {
+	r.mu.Lock()
+	rv, ok := r.m[tag]
+	r.mu.Unlock()
+	if ok && at.UnixMicro() <= rv {
+		return time.UnixMicro(rv + 1)
+	}
+	return at
 }
 
 func newDevices(secret []byte, ttl time.Duration) devices {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("otpguard device tokens v1"))
-	return devices{key: m.Sum(nil), ttl: ttl, spec: &store.Spec{ID: "dv", Algorithm: store.Devices, Window: ttl}}
+	return devices{key: m.Sum(nil), ttl: ttl, spec: &store.Spec{ID: "dv", Algorithm: store.Devices, Window: ttl}, revoked: &revocations{}}
 }
 
 // deviceAccount is the form of an account a device token is bound to:
@@ -64,7 +101,8 @@ func (d devices) mac(account string, payload []byte) []byte {
 
 // DeviceToken returns a device token for account, issued at at (the
 // store's time: a Decision's At; zero: the store's time as last seen,
-// through Options.StoreClock). presented is the device token the client
+// through Options.StoreClock, and after every revocation of the account
+// this process made). presented is the device token the client
 // presented: when it was made for account, the new token keeps its
 // device id (a login from a known device renews its token); any other
 // token (none, forged, malformed, another account's) draws a new id.
@@ -79,6 +117,7 @@ func (g *Guard) DeviceToken(account, presented string, at time.Time) (string, er
 		if g.storeClk != nil {
 			at = g.storeClk.Now()
 		}
+		at = g.devices.revoked.after(g.deviceTag(account), at)
 	}
 	id := make([]byte, deviceIDLen)
 	if kept, _, ok := g.devices.verify(presented, account); ok {
@@ -128,10 +167,14 @@ func (g *Guard) RevokeDevices(ctx context.Context, account string) error {
 	op := store.Op{Kind: store.Revoke, Spec: g.devices.spec, Tag: g.deviceTag(account), Cost: 1}
 	if g.backstop != nil {
 		// first, so that it holds here even while the store fails
-		_, _ = g.do(ctx, g.backstop, []store.Op{op}) // in memory: it does not fail
+		if res, err := g.do(ctx, g.backstop, []store.Op{op}); err == nil { // in memory: it does not fail
+			g.devices.revoked.note(op.Tag, res[0].Now)
+		}
 	}
-	if _, err := g.do(ctx, g.store, []store.Op{op}); err != nil {
+	res, err := g.do(ctx, g.store, []store.Op{op})
+	if err != nil {
 		return fmt.Errorf("revoke devices: %w", err)
 	}
+	g.devices.revoked.note(op.Tag, res[0].Now)
 	return nil
 }

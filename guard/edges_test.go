@@ -641,7 +641,8 @@ func (s *heldStore) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, e
 // the account's devices is issued after the revocation, in the store's
 // time, and is trusted, even when a decision that began before the
 // revocation is answered after it (its late answer put the estimate of
-// the store's time behind by as long as it was held).
+// the store's time behind by as long as it was held), and when it is
+// issued at once (within the revocation's microsecond).
 func TestATokenIssuedAfterARevocationIsTrusted(t *testing.T) {
 	cfg, err := config.Parse([]byte(`rules:
   - {name: strangers, action: login, key: [account], limit: 100, window: 1h, when: {device: untrusted}, onStoreError: deny}
@@ -683,5 +684,56 @@ func TestATokenIssuedAfterARevocationIsTrusted(t *testing.T) {
 	ann.Device = tok
 	if d, err := g.Allow(ctx, ann); err != nil || d.Device != guard.DeviceTrusted {
 		t.Fatalf("a token issued after the revocation: %+v %v", d, err)
+	}
+	untrusted := 0
+	for range 200 {
+		if err := g.RevokeDevices(ctx, "ann"); err != nil {
+			t.Fatal(err)
+		}
+		ann.Device, _ = g.DeviceToken("ann", "", time.Time{})
+		if d, err := g.Allow(ctx, ann); err != nil || d.Device != guard.DeviceTrusted {
+			untrusted++
+		}
+	}
+	if untrusted > 0 {
+		t.Errorf("tokens issued at once after a revocation: %d of 200 untrusted", untrusted)
+	}
+}
+
+// TestATokenIssuedBeforeARevocationIsUntrustedAfterAClockStep: the store's
+// clock steps back 2s (a failover to a node set behind); a token issued
+// with no time after the step and before a revocation is untrusted after
+// the revocation: this process's estimate of the store's time follows the
+// step, it is not held where it was.
+func TestATokenIssuedBeforeARevocationIsUntrustedAfterAClockStep(t *testing.T) {
+	cfg, err := config.Parse([]byte(`rules:
+  - {name: strangers, action: login, key: [account], limit: 100, window: 1h, when: {device: untrusted}, onStoreError: deny}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shift atomic.Int64
+	st := memstore.New(func() time.Time { return time.Now().Add(time.Hour + time.Duration(shift.Load())) })
+	g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: []byte(secret), StoreClock: &store.Clock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ann := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+	if _, err := g.Allow(ctx, ann); err != nil {
+		t.Fatal(err)
+	}
+	shift.Store(int64(-2 * time.Second))
+	if _, err := g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: "bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := g.DeviceToken("ann", "", time.Time{})
+	time.Sleep(time.Millisecond)
+	if err := g.RevokeDevices(ctx, "ann"); err != nil {
+		t.Fatal(err)
+	}
+	ann.Device = before
+	if d, err := g.Allow(ctx, ann); err != nil || d.Device != guard.DeviceUntrusted {
+		t.Fatalf("a token issued before the revocation, after the step: %+v %v", d, err)
 	}
 }

@@ -25,9 +25,13 @@ import (
 // offset across a Lambda container's freezes.
 //
 // A fresh sample may put the offset lower than the last one did (each is
-// right only to half its round trip): the time passed never goes back
-// nor stands still, so that what one process does in order (a
-// revocation, then a token issued) the library sees in that order.
+// right only to half its round trip): a time up to clockHold behind the
+// last one passed is passed as 1µs after it instead, so that what one
+// process does in order (a revocation, then a login's token issued at its
+// decision's time) the library sees in that order. A larger drop is a
+// clock's step (the server's, after a failover to a node set behind, or
+// this process's own), followed at once: the time is never held there
+// (every window and lockout would stand still with it).
 type serverClock struct {
 	passed     atomic.Bool // scripts here may not read TIME
 	refreshing atomic.Bool
@@ -45,6 +49,7 @@ type clockSample struct {
 const (
 	clockRefresh = 10 * time.Second
 	maxDrift     = 200e-6 // 200 ppm: far above what an NTP-disciplined clock drifts
+	clockHold    = 50 * time.Millisecond
 )
 
 // pass switches to passing the time in.
@@ -89,12 +94,16 @@ func (k *serverClock) now(ctx context.Context, c Client) (time.Time, error) {
 	return k.after(time.Now().Add(s.offset)), nil
 }
 
-// after is t, or 1µs after the last time passed when t is not later.
+// after is t, or 1µs after the last time passed when t is not later by
+// up to clockHold.
 func (k *serverClock) after(t time.Time) time.Time {
 	us := t.UnixMicro()
 	for {
 		prev := k.last.Load()
-		v := max(us, prev+1)
+		v := us
+		if us <= prev && prev-us <= clockHold.Microseconds() {
+			v = prev + 1
+		}
 		if k.last.CompareAndSwap(prev, v) {
 			if v == us {
 				return t

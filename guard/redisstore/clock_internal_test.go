@@ -140,12 +140,14 @@ func TestTheSlotMapReaderDoesNotRetry(t *testing.T) {
 	}
 }
 
-// TestThePassedTimeNeverGoesBack: a fresh sample may put the offset lower
-// than the one before (each is only right to half its round trip), but
-// the time one process passes to the library never goes back, nor stands
-// still: a revocation passed one time and a token issued at the next are
-// in that order (an outside load once had them the other way round).
-func TestThePassedTimeNeverGoesBack(t *testing.T) {
+// TestThePassedTimeIsHeldThroughALowerSample: a fresh sample may put the
+// offset lower than the one before (each is only right to half its round
+// trip); up to clockHold behind, the time one process passes to the
+// library is held after the last one passed, never back, never the same:
+// a revocation passed one time and a login's decision at the next are in
+// that order. Further behind, it is a clock's step, and the time is the
+// server's at once (held, every window and lockout would stand still).
+func TestThePassedTimeIsHeldThroughALowerSample(t *testing.T) {
 	srv, err := redistest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -154,9 +156,10 @@ func TestThePassedTimeNeverGoesBack(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	var k serverClock
-	// a sample an hour ahead, stale: the next call measures the true one
+	// the last time passed 40ms ahead of the server's; the sample stale:
+	// the next call measures the true one
 	k.s = clockSample{offset: time.Hour, at: time.Now().Add(-time.Minute)}
-	k.last.Store(time.Now().Add(time.Hour).UnixMicro())
+	k.last.Store(time.Now().Add(40 * time.Millisecond).UnixMicro())
 	before := time.UnixMicro(k.last.Load())
 	var prev time.Time
 	for i := range 100 {
@@ -164,19 +167,31 @@ func TestThePassedTimeNeverGoesBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got.After(before) || (i > 0 && !got.After(prev)) {
+		// (in µs, as the library is passed it)
+		if got.UnixMicro() <= before.UnixMicro() || (i > 0 && got.UnixMicro() <= prev.UnixMicro()) {
 			t.Fatalf("call %d: %s, after %s and the last call's %s", i, got, before, prev)
 		}
 		prev = got
 	}
-	// ... and the sample was taken: once the process's clock passes the
-	// last time it passed, the time is the server's again
-	k.last.Store(0)
+	// an hour ahead: a step, the server's time at once
+	k.last.Store(time.Now().Add(time.Hour).UnixMicro())
 	got, err := k.now(ctx, rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Until(got).Abs(); d > 5*time.Second {
-		t.Errorf("with nothing passed before: %s, %s from now", got, d)
+		t.Errorf("after a time passed an hour ahead: %s, %s from now", got, d)
+	}
+	// and on from there, calls within one microsecond too: each after
+	// the last
+	for i := range 1000 {
+		next, err := k.now(ctx, rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.UnixMicro() <= got.UnixMicro() {
+			t.Fatalf("call %d after the step: %s, after %s", i, next, got)
+		}
+		got = next
 	}
 }
