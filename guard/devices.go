@@ -45,17 +45,27 @@ type devices struct {
 	revoked *revocations
 }
 
-// revocations are the revocation times (the store's, µs) of the accounts
-// this process revoked, by device tag: a token it issues with no time
-// afterwards is issued after them, whatever its estimate of the store's
-// time (an answer read late, a clock sample lower than the last, put it
-// behind). Bounded: forgotten all at once when full.
+// revocations are the revocation times of the accounts this process
+// revoked, as the store answered them (µs), by device tag: a token it
+// issues with no time afterwards is issued after them when its estimate
+// of the store's time is behind by up to revocationLead (an answer read
+// late, a clock sample lower than the last). Further behind, the store's
+// clock stepped back (a failover) or answered a time far ahead: the token
+// is issued at the estimate, and is untrusted until the store's clock
+// passes the revocation (never a lifetime stretched by a bad time; a
+// revocation never moves back in the store, so one made later revokes
+// tokens issued at a time remembered here). Bounded: forgotten all at
+// once when full (the tokens issued after are then issued at the
+// estimate).
 type revocations struct {
 	mu sync.Mutex
 	m  map[string]int64
 }
 
-const maxRevocations = 4096
+const (
+	maxRevocations = 4096
+	revocationLead = time.Second
+)
 
 func (r *revocations) note(tag string, at time.Time) {
 	if at.IsZero() {
@@ -74,7 +84,7 @@ func (r *revocations) after(tag string, at time.Time) time.Time {
 	r.mu.Lock()
 	rv, ok := r.m[tag]
 	r.mu.Unlock()
-	if ok && at.UnixMicro() <= rv {
+	if us := at.UnixMicro(); ok && us <= rv && rv-us <= revocationLead.Microseconds() {
 		return time.UnixMicro(rv + 1)
 	}
 	return at
@@ -167,10 +177,10 @@ func (g *Guard) RevokeDevices(ctx context.Context, account string) error {
 	op := store.Op{Kind: store.Revoke, Spec: g.devices.spec, Tag: g.deviceTag(account), Cost: 1}
 	if g.backstop != nil {
 		// first, so that it holds here even while the store fails
-		if res, err := g.do(ctx, g.backstop, []store.Op{op}); err == nil { // in memory: it does not fail
-			g.devices.revoked.note(op.Tag, res[0].Now)
-		}
+		_, _ = g.do(ctx, g.backstop, []store.Op{op}) // in memory: it does not fail
 	}
+	// (only the store's answer is remembered: the backstop's time is this
+	// process's estimate, which a bad answer may have put far ahead)
 	res, err := g.do(ctx, g.store, []store.Op{op})
 	if err != nil {
 		return fmt.Errorf("revoke devices: %w", err)

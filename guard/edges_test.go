@@ -737,3 +737,53 @@ func TestATokenIssuedBeforeARevocationIsUntrustedAfterAClockStep(t *testing.T) {
 		t.Fatalf("a token issued before the revocation, after the step: %+v %v", d, err)
 	}
 }
+
+// TestATokenIsIssuedNearARememberedRevocationOnly: the revocation this process
+// remembers (see TestATokenIssuedAfterARevocationIsTrusted) moves a
+// token's issue time by up to a second, never more. The store's clock
+// steps back 2s after a revocation (a failover): a token issued with no
+// time, then a revocation: the token is revoked (it was issued before
+// it). A revocation answered an hour ahead (a node's clock set wrong): a
+// token issued with no time after it is issued at the estimate, untrusted
+// until the store's clock passes the revocation, not an hour ahead with
+// its life stretched by the hour.
+func TestATokenIsIssuedNearARememberedRevocationOnly(t *testing.T) {
+	cfg, err := config.Parse([]byte(`rules:
+  - {name: strangers, action: login, key: [account], limit: 100, window: 1h, when: {device: untrusted}, onStoreError: deny}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name        string
+		at, after   time.Duration // the store's clock at the revocation, and after it
+		revokeAgain bool
+	}{{"a step back 2s", 0, -2 * time.Second, true}, {"an hour ahead", time.Hour, 0, false}} {
+		var shift atomic.Int64
+		st := memstore.New(func() time.Time { return time.Now().Add(time.Duration(shift.Load())) })
+		g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: []byte(secret), StoreClock: &store.Clock{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		ann := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+		shift.Store(int64(c.at))
+		if err := g.RevokeDevices(ctx, "ann"); err != nil {
+			t.Fatal(err)
+		}
+		shift.Store(int64(c.after))
+		if _, err := g.Allow(ctx, guard.Request{Action: "login", Subject: guard.Subject{Account: "bob"}}); err != nil {
+			t.Fatal(err)
+		}
+		ann.Device, _ = g.DeviceToken("ann", "", time.Time{})
+		time.Sleep(time.Millisecond)
+		if c.revokeAgain {
+			if err := g.RevokeDevices(ctx, "ann"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d, err := g.Allow(ctx, ann); err != nil || d.Device != guard.DeviceUntrusted {
+			t.Errorf("%s: %+v %v, want an untrusted device", c.name, d, err)
+		}
+	}
+}

@@ -231,7 +231,7 @@ func (p *op) write(now int64, allowed bool) {
 		p.refund(now, false)
 		p.res = [6]int64{1}
 	case store.Revoke:
-		p.st.rv = now
+		p.st.rv = max(now, p.st.rv+1) // never back (see the library's 'D')
 		p.res = [6]int64{1}
 	case store.Unblock:
 		p.clear()

@@ -220,3 +220,52 @@ func TestStateIsBounded(t *testing.T) {
 		t.Errorf("a subject used again was forgotten: %+v", r)
 	}
 }
+
+// TestARevocationNeverMovesBack: the store's clock steps back 2s (a
+// failover to a node set behind) between two revocations of an account:
+// the second one does not move its revocation time back, and comes at
+// least 1µs after the first (a token issued 1µs after it, as a process
+// issues one after its own revocation, is revoked by the next), so a
+// token issued in between is revoked, in the library and in the backstop
+// alike; one issued after both in the earlier clock is trusted.
+func TestARevocationNeverMovesBack(t *testing.T) {
+	devices := &store.Spec{ID: "dv", Algorithm: store.Devices, Window: 20 * time.Second}
+	const tag = "AAAAAAAAAAAAAAAAAAAAAA"
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
+	srv.SetTime(now)
+	ctx := context.Background()
+	for name, st := range map[string]store.Store{
+		"library":  redisstore.New(srv.Client(), redisstore.Options{}),
+		"backstop": memstore.New(func() time.Time { return now }),
+	} {
+		now = t0
+		srv.SetTime(now)
+		revoke := func() {
+			if _, err := st.Do(ctx, []store.Op{{Kind: store.Revoke, Spec: devices, Tag: tag, Cost: 1}}); err != nil {
+				t.Fatal(name, err)
+			}
+		}
+		revoke()
+		now = t0.Add(-2 * time.Second)
+		srv.SetTime(now)
+		revoke()
+		for _, c := range []struct {
+			at      time.Time
+			trusted bool
+		}{{t0.Add(-time.Second), false}, {t0, false}, {t0.Add(time.Microsecond), false}, {t0.Add(time.Millisecond), true}} {
+			res, err := st.Do(ctx, []store.Op{{Kind: store.DeviceCheck, Spec: devices, Tag: tag, Cost: 1, At: c.at}})
+			if err != nil {
+				t.Fatal(name, err)
+			}
+			if res[0].Allowed != c.trusted {
+				t.Errorf("%s: a token issued %s after the first revocation: trusted %v, want %v", name, c.at.Sub(t0), res[0].Allowed, c.trusted)
+			}
+		}
+	}
+}

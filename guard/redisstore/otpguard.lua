@@ -987,7 +987,12 @@ local function batch(keys, args)
     elseif kind == 'd' then
       -- read in the first pass
     elseif kind == 'D' then
-      redis.call('SET', op.key, fmt(now), 'PX', op.pxms)
+      -- a revocation's time never goes back: after a failover to a node
+      -- whose clock is behind, a token issued in between (after the last
+      -- revocation, in that clock) is revoked too; the key lasts the
+      -- window from that time
+      local rv = max(now, (tonumber(redis.call('GET', op.key) or 0) or 0) + 1)
+      redis.call('SET', op.key, fmt(rv), 'PX', fmt(ms(rv - now + op.window)))
     elseif kind == 'u' then
       alg.clear(op)
       unlock(op)
