@@ -124,7 +124,23 @@ func (k *serverClock) bound() time.Duration {
 	return s.rtt/2 + time.Duration(float64(time.Since(s.at))*maxDrift)
 }
 
+// sample reads TIME twice and keeps the read with the shorter round trip:
+// the first may have waited for a connection to be dialed (TCP, TLS,
+// AUTH: after a Lambda container thaws, or the pool's idle connections
+// closed), which would put its estimate off by half of that, the second
+// runs on the connection it left.
 func sample(ctx context.Context, c Client) (clockSample, error) {
+	first, err := sampleOnce(ctx, c)
+	if err != nil {
+		return clockSample{}, err
+	}
+	if second, err := sampleOnce(ctx, c); err == nil && second.rtt < first.rtt {
+		return second, nil
+	}
+	return first, nil
+}
+
+func sampleOnce(ctx context.Context, c Client) (clockSample, error) {
 	t0 := time.Now()
 	server, err := c.Time(ctx).Result()
 	t1 := time.Now()

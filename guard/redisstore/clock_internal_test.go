@@ -195,3 +195,42 @@ func TestThePassedTimeIsHeldThroughALowerSample(t *testing.T) {
 		got = next
 	}
 }
+
+// slowFirstTime is a client whose first TIME waits on its way to the
+// server (a connection being dialed), its TIME read at the end of it.
+type slowFirstTime struct {
+	Client
+	calls atomic.Int64
+	wait  time.Duration
+}
+
+func (c *slowFirstTime) Time(ctx context.Context) *redis.TimeCmd {
+	if c.calls.Add(1) == 1 {
+		time.Sleep(c.wait)
+	}
+	return c.Client.Time(ctx)
+}
+
+// TestAClockSampleIsNotTakenOverADial: the first TIME of a sample waits
+// 200ms before it reaches the server (a dial): taken alone, its estimate
+// is off by 100ms and its bound 100ms; the sample reads TIME again and
+// keeps the read with the shorter round trip.
+func TestAClockSampleIsNotTakenOverADial(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c := &slowFirstTime{Client: srv.Client(), wait: 200 * time.Millisecond}
+	s, err := sample(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the server's clock is this machine's: the true offset is 0
+	if s.rtt > 50*time.Millisecond || s.offset.Abs() > 50*time.Millisecond {
+		t.Errorf("a sample whose first TIME waited 200ms: offset %s, round trip %s", s.offset, s.rtt)
+	}
+	if n := c.calls.Load(); n != 2 {
+		t.Errorf("%d TIME reads, want 2", n)
+	}
+}
