@@ -120,6 +120,9 @@ local A = {}
 -- FW_SLACK: see A.fw.refund (µs; guard.FixedWindowSlack).
 local FW_SLACK = 1000000
 
+-- REVOKE_SLACK: see batch's 'D' (µs).
+local REVOKE_SLACK = 60000000
+
 -- fixed_window: a count and the window's end; the window starts at the
 -- first hit. Packed: fields <id>c, <id>e. Own key: the count, PX the window.
 A.fw = {
@@ -989,10 +992,12 @@ local function batch(keys, args)
     elseif kind == 'D' then
       -- a revocation's time never goes back: after a failover to a node
       -- whose clock is behind, a token issued in between (after the last
-      -- revocation, in that clock) is revoked too; the key lasts the
-      -- window from that time
+      -- revocation, in that clock) is revoked too. The key lasts the
+      -- window from that time and REVOKE_SLACK more: Redis's own clock
+      -- expires it, and a time passed behind Redis's (see clock) must
+      -- still find it while a token issued before it lives
       local rv = max(now, (tonumber(redis.call('GET', op.key) or 0) or 0) + 1)
-      redis.call('SET', op.key, fmt(rv), 'PX', fmt(ms(rv - now + op.window)))
+      redis.call('SET', op.key, fmt(rv), 'PX', fmt(ms(rv - now + op.window + REVOKE_SLACK)))
     elseif kind == 'u' then
       alg.clear(op)
       unlock(op)

@@ -255,3 +255,30 @@ func TestABatchOfPlainTakesSendsTheirSpecsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestARevocationOutlivesItsWindowInRedissClock: where the time is passed
+// (the client's estimate, see clock.go), Redis's own clock expires a
+// revocation's key, and the time passed may be behind Redis's: a token
+// issued before the revocation, checked at a passed time 200ms short of
+// the revocation's end, when Redis's clock is past it, is still revoked.
+func TestARevocationOutlivesItsWindowInRedissClock(t *testing.T) {
+	rdb := librariesOn(t, map[string]string{"r": librarySource})
+	ctx := context.Background()
+	var enc statics
+	window := time.Second
+	spec := enc.of(&store.Spec{ID: "dv", Algorithm: store.Devices, Window: window}).spec
+	rv := time.Now()
+	if err := rdb.Do(ctx, "fcall", "r_batch", 1, "{r}dv", rv.UnixMicro(), 1, spec, "D").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(rv.Add(window + 300*time.Millisecond))) // Redis's clock past the revocation's end
+	at := rv.Add(-100 * time.Millisecond)                         // a token issued before it, alive until at + window
+	passed := rv.Add(window - 200*time.Millisecond)               // the time passed, behind Redis's
+	v, err := rdb.Do(ctx, "fcall", "r_batch", 1, "{r}dv", passed.UnixMicro(), 1, spec, fmt.Sprintf("d|1|0||%d", at.UnixMicro())).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[2] != int64(0) {
+		t.Errorf("a token issued before the revocation, checked at a passed time behind Redis's: %v, want untrusted", v)
+	}
+}
