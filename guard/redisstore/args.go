@@ -36,7 +36,7 @@ func stateKey(op *store.Op) string {
 // kind alone when the others are 1, 0, "", 0 (most takes). A batch of
 // plain takes alone (DYN "t", the commonest) is sent as "t" in the count's
 // place and each op's SPEC alone: three arguments fewer for three rules,
-// about 3% of the call's server instructions.
+// about 4% of the call's server instructions.
 const argsPerOp = 2
 
 // plainTakes is the argument in the count's place of a batch of plain
