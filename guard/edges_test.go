@@ -636,6 +636,16 @@ func (s *heldStore) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, e
 	return res, err
 }
 
+// clockedGuard is a guard on st that learns the store's time from its
+// answers (Options.StoreClock, as the server runs), with one rule for
+// untrusted devices: a decision says whether the device is trusted.
+func clockedGuard(t *testing.T, st store.Store) *guard.Guard {
+	t.Helper()
+	return newGuard(t, `rules:
+  - {name: strangers, action: login, key: [account], limit: 100, window: 1h, when: {device: untrusted}, onStoreError: deny}
+`, st, guard.Options{Secret: []byte(secret), StoreClock: &store.Clock{}})
+}
+
 // TestATokenIssuedAfterARevocationIsTrusted: with Options.StoreClock (as
 // the server runs), a token issued with no time after this process revoked
 // the account's devices is issued after the revocation, in the store's
@@ -644,19 +654,10 @@ func (s *heldStore) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, e
 // the store's time behind by as long as it was held), and when it is
 // issued at once (within the revocation's microsecond).
 func TestATokenIssuedAfterARevocationIsTrusted(t *testing.T) {
-	cfg, err := config.Parse([]byte(`rules:
-  - {name: strangers, action: login, key: [account], limit: 100, window: 1h, when: {device: untrusted}, onStoreError: deny}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// the store's clock is an hour ahead of this process's
 	st := &heldStore{Store: memstore.New(func() time.Time { return time.Now().Add(time.Hour) }),
 		entered: make(chan struct{}), letGo: make(chan struct{})}
-	g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: []byte(secret), StoreClock: &store.Clock{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := clockedGuard(t, st)
 	ctx := context.Background()
 	ann := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
 	if _, err := g.Allow(ctx, ann); err != nil { // the clock learns the store's time
@@ -706,18 +707,9 @@ func TestATokenIssuedAfterARevocationIsTrusted(t *testing.T) {
 // the revocation: this process's estimate of the store's time follows the
 // step, it is not held where it was.
 func TestATokenIssuedBeforeARevocationIsUntrustedAfterAClockStep(t *testing.T) {
-	cfg, err := config.Parse([]byte(`rules:
-  - {name: strangers, action: login, key: [account], limit: 100, window: 1h, when: {device: untrusted}, onStoreError: deny}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var shift atomic.Int64
 	st := memstore.New(func() time.Time { return time.Now().Add(time.Hour + time.Duration(shift.Load())) })
-	g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: []byte(secret), StoreClock: &store.Clock{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := clockedGuard(t, st)
 	ctx := context.Background()
 	ann := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
 	if _, err := g.Allow(ctx, ann); err != nil {
@@ -748,12 +740,6 @@ func TestATokenIssuedBeforeARevocationIsUntrustedAfterAClockStep(t *testing.T) {
 // until the store's clock passes the revocation, not an hour ahead with
 // its life stretched by the hour.
 func TestATokenIsIssuedNearARememberedRevocationOnly(t *testing.T) {
-	cfg, err := config.Parse([]byte(`rules:
-  - {name: strangers, action: login, key: [account], limit: 100, window: 1h, when: {device: untrusted}, onStoreError: deny}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name        string
 		at, after   time.Duration // the store's clock at the revocation, and after it
@@ -761,10 +747,7 @@ func TestATokenIsIssuedNearARememberedRevocationOnly(t *testing.T) {
 	}{{"a step back 2s", 0, -2 * time.Second, true}, {"an hour ahead", time.Hour, 0, false}} {
 		var shift atomic.Int64
 		st := memstore.New(func() time.Time { return time.Now().Add(time.Duration(shift.Load())) })
-		g, err := guard.New(cfg.Engine(), st, guard.Options{Secret: []byte(secret), StoreClock: &store.Clock{}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := clockedGuard(t, st)
 		ctx := context.Background()
 		ann := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
 		shift.Store(int64(c.at))

@@ -39,19 +39,24 @@ func stateKey(op *store.Op) string {
 // about 4% of the call's server instructions.
 const argsPerOp = 2
 
-// plainTakes is the argument in the count's place of a batch of plain
-// takes alone (every op's DYN "t": a take of one unit for every client),
-// else nil.
-func plainTakes(ops []store.Op) any {
+// plainTakes reports whether a batch is of plain takes alone (every op's
+// DYN "t": a take of one unit for every client).
+func plainTakes(ops []store.Op) bool {
 	for i := range ops {
 		if kind, ok := short(&ops[i]); !ok || kind != "t" {
-			return nil
+			return false
 		}
 	}
-	if len(ops) == 0 {
-		return nil
+	return len(ops) > 0
+}
+
+// countArg is a batch's argument before its ops': "t" for plain takes
+// alone, else the number of ops.
+func countArg(plain bool, n int) any {
+	if plain {
+		return "t"
 	}
-	return "t"
+	return n
 }
 
 // static is a Spec's unchanging argument, boxed once.

@@ -281,12 +281,9 @@ func (s *Store) group(ops []store.Op) []*group {
 		g.keys = make([]string, 0, len(ops))
 		for i := range ops {
 			g.idx[i] = i
-			g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i], plain != nil)
+			g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i], plain)
 		}
-		g.args[0] = plain
-		if plain == nil {
-			g.args[0] = len(ops)
-		}
+		g.args[0] = countArg(plain, len(ops))
 		return []*group{g}
 	}
 	var groups []*group
@@ -303,13 +300,10 @@ func (s *Store) group(ops []store.Op) []*group {
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
-		g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i], plain != nil)
+		g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i], plain)
 	}
 	for _, g := range groups {
-		g.args[0] = plain
-		if plain == nil {
-			g.args[0] = len(g.idx)
-		}
+		g.args[0] = countArg(plain, len(g.idx))
 	}
 	return groups
 }
