@@ -46,8 +46,7 @@ func (b *bench) cost(ctx context.Context) error {
 		}
 	}
 	us.Close()
-	const addr = "127.0.0.1:18181"
-	stop, err := b.startServer(dir, addr, "{timeout: 2s}", "AUTH=local", "USERS_PATH="+filepath.Join(dir, "users.jsonl"))
+	addr, stop, err := b.startServer(dir, "{timeout: 2s}", "AUTH=local", "USERS_PATH="+filepath.Join(dir, "users.jsonl"))
 	if err != nil {
 		return err
 	}

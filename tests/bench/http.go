@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,11 +13,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-)
 
-// httpAddr is where httpSends runs the built server: another port lets
-// two runs share a machine.
-var httpAddr = flag.String("http-addr", "127.0.0.1:18180", "the address http runs the built server on")
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
+)
 
 // httpSends drives the built server's POST /v1/otp/send with 16
 // connections, every request to a new address from a new client address
@@ -31,14 +28,14 @@ func (b *bench) httpSends(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	stop, err := b.startServer(dir, *httpAddr, "{timeout: 1s}")
+	addr, stop, err := b.startServer(dir, "{timeout: 1s}")
 	if err != nil {
 		return err
 	}
 	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, MaxConnsPerHost: 16}, Timeout: 5 * time.Second}
 	var n atomic.Int64
-	url := "http://" + *httpAddr + "/v1/otp/send"
+	url := "http://" + addr + "/v1/otp/send"
 	send := func(ctx context.Context, _ int) (bool, error) {
 		i := n.Add(1)
 		body := fmt.Sprintf(`{"channel":"email","to":"h%d@example.com","purpose":"login"}`, i)
@@ -85,39 +82,44 @@ func (b *bench) httpSends(ctx context.Context) error {
 	return tw.Flush()
 }
 
-// startServer builds cmd/otpguard into dir and runs it on addr against
-// the bench's redis-server, behind a trusted loopback proxy, its messages
-// to /dev/null, with store (a YAML flow mapping) and env added; it
-// returns once /healthz answers, with the function that stops it.
-func (b *bench) startServer(dir, addr, store string, env ...string) (stop func(), err error) {
+// startServer builds cmd/otpguard into dir and runs it on a free
+// loopback port (started again on another when the bind is refused)
+// against the bench's redis-server, behind a trusted loopback proxy, its
+// messages to /dev/null, with store (a YAML flow mapping) and env added;
+// it returns once /healthz answers, with its address and the function
+// that stops it.
+func (b *bench) startServer(dir, store string, env ...string) (addr string, stop func(), err error) {
 	bin := filepath.Join(dir, "otpguard")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/otpguard")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build: %v\n%s", err, out)
+		return "", nil, fmt.Errorf("build: %v\n%s", err, out)
 	}
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, []byte("network: {trustedProxies: [127.0.0.0/8]}\nstore: "+store+"\n"), 0o600); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(append(os.Environ(), "GUARD_ADDR="+addr, "REDIS_URL=redis://"+b.srv.Addr, "GUARD_CONFIG="+cfg,
-		"GUARD_SECRET=bench-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
-		"OUTBOX_PATH=/dev/null"), env...)
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	p, ports, err := testutil.StartOnFreePorts(1, time.Minute, func(ports []int) *exec.Cmd {
+		cmd := exec.Command(bin)
+		cmd.Env = append(append(os.Environ(), "GUARD_ADDR=127.0.0.1:"+strconv.Itoa(ports[0]), "REDIS_URL=redis://"+b.srv.Addr, "GUARD_CONFIG="+cfg,
+			"GUARD_SECRET=bench-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+			"OUTBOX_PATH=/dev/null"), env...)
+		cmd.Stderr = io.Discard
+		return cmd
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("the server did not start: %w", err)
 	}
-	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	b.serverPid = cmd.Process.Pid
+	addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	b.serverPid = p.Cmd.Process.Pid
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if r, err := http.Get("http://" + addr + "/healthz"); err == nil {
 			r.Body.Close()
-			return stop, nil
+			return addr, p.Stop, nil
 		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, fmt.Errorf("the server did not start")
+		if time.Now().After(deadline) || p.Exited() {
+			p.Stop()
+			return "", nil, fmt.Errorf("the server did not answer /healthz")
 		}
 	}
 }

@@ -73,26 +73,25 @@ func run() error {
 	if err := os.WriteFile(cfgPath, []byte("network: {trustedProxies: [127.0.0.0/8]}\n"), 0o600); err != nil {
 		return err
 	}
-	// Free ports, never fixed ones: another program may hold any port.
-	port, err := testutil.FreePort()
-	if err != nil {
-		return err
-	}
-	dport, err := testutil.FreePort()
-	if err != nil {
-		return err
-	}
-	debugURL = fmt.Sprintf("http://127.0.0.1:%d/debug/vars", dport)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("GUARD_ADDR=127.0.0.1:%d", port), fmt.Sprintf("GUARD_DEBUG_ADDR=127.0.0.1:%d", dport), "REDIS_URL=redis://"+rs.Addr,
-		"GUARD_SECRET=soak-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
-		"OUTBOX_PATH="+filepath.Join(dir, "outbox.jsonl"), "GUARD_CONFIG="+cfgPath, "ADMIN_TOKEN=soak")
+	// Free ports, never fixed ones: another program may hold any port, or
+	// take one between the pick and the server's bind (it is then started
+	// again on others).
 	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		return err
+	p, ports, err := testutil.StartOnFreePorts(2, 15*time.Second, func(ports []int) *exec.Cmd {
+		logs.Reset()
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("GUARD_ADDR=127.0.0.1:%d", ports[0]), fmt.Sprintf("GUARD_DEBUG_ADDR=127.0.0.1:%d", ports[1]), "REDIS_URL=redis://"+rs.Addr,
+			"GUARD_SECRET=soak-secret-0123456789abcdef", "GUARD_SIGNING_KEY=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+			"OUTBOX_PATH="+filepath.Join(dir, "outbox.jsonl"), "GUARD_CONFIG="+cfgPath, "ADMIN_TOKEN=soak")
+		cmd.Stderr = &logs
+		return cmd
+	})
+	if err != nil {
+		return fmt.Errorf("the server did not start: %w: %s", err, logs.String())
 	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	defer func() { _ = p.Cmd.Process.Signal(syscall.SIGTERM); _ = p.Wait() }()
+	port, dport := ports[0], ports[1]
+	debugURL = fmt.Sprintf("http://127.0.0.1:%d/debug/vars", dport)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	for deadline := time.Now().Add(15 * time.Second); ; {
