@@ -241,40 +241,8 @@ func (r *jobReader) str() string {
 				r.bad = true
 				return ""
 			}
-			out = append(out, r.p[start:r.i]...)
-			if r.i+1 == len(r.p) {
-				r.bad = true
-				return ""
-			}
-			esc := r.p[r.i+1]
-			r.i += 2
-			switch esc {
-			case '"', '\\', '/':
-				out = append(out, esc)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				if len(r.p)-r.i < 4 {
-					r.bad = true
-					return ""
-				}
-				v, err := strconv.ParseUint(string(r.p[r.i:r.i+4]), 16, 16)
-				if err != nil || utf16.IsSurrogate(rune(v)) {
-					r.bad = true
-					return ""
-				}
-				out = utf8.AppendRune(out, rune(v))
-				r.i += 4
-			default:
-				r.bad = true
+			out = r.unescape(append(out, r.p[start:r.i]...))
+			if r.bad {
 				return ""
 			}
 			start = r.i
@@ -284,4 +252,41 @@ func (r *jobReader) str() string {
 	}
 	r.bad = true
 	return ""
+}
+
+// unescape reads the escape at r.i (a backslash, then what it escapes)
+// and appends what it stands for to out.
+func (r *jobReader) unescape(out []byte) []byte {
+	if r.i+1 == len(r.p) {
+		r.bad = true
+		return out
+	}
+	esc := r.p[r.i+1]
+	r.i += 2
+	switch esc {
+	case '"', '\\', '/':
+		return append(out, esc)
+	case 'b':
+		return append(out, '\b')
+	case 'f':
+		return append(out, '\f')
+	case 'n':
+		return append(out, '\n')
+	case 'r':
+		return append(out, '\r')
+	case 't':
+		return append(out, '\t')
+	case 'u':
+		if len(r.p)-r.i < 4 {
+			break
+		}
+		v, err := strconv.ParseUint(string(r.p[r.i:r.i+4]), 16, 16)
+		if err != nil || utf16.IsSurrogate(rune(v)) {
+			break
+		}
+		r.i += 4
+		return utf8.AppendRune(out, rune(v))
+	}
+	r.bad = true
+	return out
 }
