@@ -22,9 +22,10 @@ import (
 // (behind a trusted loopback proxy), so every one is allowed and sent (to
 // the outbox, /dev/null): requests/s, p50, p99, and the server's CPU per
 // request (from /proc). Beside it, round by round in turn, the same load
-// on httpfloor: the least a rate-limited send endpoint does (net/http,
-// the JSON body, one Redis round trip), so the send's figure has its
-// floor measured on the same machine in the same minutes.
+// on plainsend: a rate-limited send endpoint as commonly written
+// (net/http, encoding/json, go-redis, one Redis round trip), so the
+// send's figure has a plain endpoint's beside it, on the same machine in
+// the same minutes.
 func (b *bench) httpSends(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "otpguard-bench-")
 	if err != nil {
@@ -37,17 +38,17 @@ func (b *bench) httpSends(ctx context.Context) error {
 	}
 	defer stop()
 	guardPid := b.serverPid
-	floorAddr, floorPid, stopFloor, err := b.startFloor(dir)
+	plainAddr, plainPid, stopPlain, err := b.startPlain(dir)
 	if err != nil {
 		return err
 	}
-	defer stopFloor()
+	defer stopPlain()
 	servers := []struct {
 		name, url string
 		pid       int
 	}{
 		{"otpguard (the built server)", "http://" + addr + "/v1/otp/send", guardPid},
-		{"floor (httpfloor)", "http://" + floorAddr + "/v1/otp/send", floorPid},
+		{"a plain endpoint (plainsend)", "http://" + plainAddr + "/v1/otp/send", plainPid},
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, MaxConnsPerHost: 16}, Timeout: 5 * time.Second}
 	var n atomic.Int64
@@ -89,7 +90,7 @@ func (b *bench) httpSends(ctx context.Context) error {
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%.0f\t%.0f%%\t\n", s.name, r.perSec, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), cpus[i][k], 100*r.allowed)
 	}
 	b.httpCPU = cpus[0][medianIndex(rows[0])]
-	b.httpFloorCPU = cpus[1][medianIndex(rows[1])]
+	b.httpPlainCPU = cpus[1][medianIndex(rows[1])]
 	return tw.Flush()
 }
 
@@ -141,11 +142,11 @@ func (b *bench) startServer(dir, store string, env ...string) (addr string, stop
 	return addr, stop, err
 }
 
-// startFloor builds httpfloor into dir and runs it as startServer runs
+// startPlain builds plainsend into dir and runs it as startServer runs
 // the product: its address, pid and the function that stops it.
-func (b *bench) startFloor(dir string) (addr string, pid int, stop func(), err error) {
-	bin := filepath.Join(dir, "httpfloor")
-	if err := goBuild(".", bin, "./httpfloor"); err != nil {
+func (b *bench) startPlain(dir string) (addr string, pid int, stop func(), err error) {
+	bin := filepath.Join(dir, "plainsend")
+	if err := goBuild(".", bin, "./plainsend"); err != nil {
 		return "", 0, nil, err
 	}
 	return b.start(bin, nil)

@@ -142,8 +142,8 @@ type bench struct {
 	medians map[string]result
 	// httpCPU is the built server's CPU per request (http), 0 when not run.
 	httpCPU float64
-	// httpFloorCPU is httpfloor's, measured beside it.
-	httpFloorCPU float64
+	// httpPlainCPU is plainsend's, measured beside it.
+	httpPlainCPU float64
 }
 
 // client is a client of the bench's redis-server for one implementation:
