@@ -107,6 +107,12 @@ func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outc
 		d.log.ErrorContext(ctx, "a queued message is dropped", "err", err)
 		return Malformed, 0
 	}
+	return d.DeliverJob(ctx, job, receive)
+}
+
+// DeliverJob is Deliver of a job already opened (or never sealed: a
+// JobBackend's).
+func (d *Deliverer) DeliverJob(ctx context.Context, job Job, receive int) (Outcome, time.Duration) {
 	claim, token, err := d.ledger.Claim(ctx, job.Key, job.ID, job.Expires, d.lease)
 	if err != nil {
 		d.log.WarnContext(ctx, "the queue's ledger does not answer", "err", err)

@@ -10,10 +10,11 @@ import (
 )
 
 // Local is the in-process queue of the local server (DELIVERY_MODE
-// queue, the default of `make run`): Push hands the job to a pool of
-// workers that deliver it with a Deliverer, a Retry waits its backoff in a
-// timer, and a Dead message is counted (the process has no dead-letter
-// queue). What waits is lost when the process ends.
+// queue, the default of `make run`): PushJob hands the job, unsealed (it
+// never leaves the process), to a pool of workers that deliver it with a
+// Deliverer, a Retry waits its backoff in a timer, and a Dead message is
+// counted (the process has no dead-letter queue). What waits is lost when
+// the process ends.
 type Local struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -27,7 +28,8 @@ type Local struct {
 }
 
 type localJob struct {
-	body    string
+	body    string // sealed (Push), or
+	job     *Job   // as it is (PushJob)
 	receive int
 	done    chan struct{} // closed after its first attempt, when Push waits for it
 }
@@ -59,10 +61,21 @@ func (l *Local) Start(d *Deliverer, workers int, outcome func(Outcome)) {
 // script reading it right after its curl finds it). Behind a backlog it
 // returns at once.
 func (l *Local) Push(ctx context.Context, body string) error {
+	return l.push(ctx, localJob{body: body, receive: 1})
+}
+
+// PushJob implements JobBackend: Push of the job as it is, never sealed
+// (it stays in the process).
+func (l *Local) PushJob(ctx context.Context, j Job) error {
+	return l.push(ctx, localJob{job: &j, receive: 1})
+}
+
+var _ JobBackend = (*Local)(nil)
+
+func (l *Local) push(ctx context.Context, j localJob) error {
 	l.mu.Lock()
 	idle := len(l.jobs) == 0 && l.busy == 0
 	l.mu.Unlock()
-	j := localJob{body: body, receive: 1}
 	if idle {
 		j.done = make(chan struct{})
 	}
@@ -123,7 +136,13 @@ func (l *Local) work() {
 		l.busy++
 		l.mu.Unlock()
 
-		out, wait := l.d.Deliver(context.Background(), j.body, j.receive)
+		var out Outcome
+		var wait time.Duration
+		if j.job != nil {
+			out, wait = l.d.DeliverJob(context.Background(), *j.job, j.receive)
+		} else {
+			out, wait = l.d.Deliver(context.Background(), j.body, j.receive)
+		}
 		if l.outcome != nil {
 			l.outcome(out)
 		}
@@ -131,7 +150,7 @@ func (l *Local) work() {
 			close(j.done)
 		}
 		if out == Retry {
-			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, receive: j.receive + 1}, true) })
+			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, job: j.job, receive: j.receive + 1}, true) })
 			continue
 		}
 		l.mu.Lock()

@@ -382,12 +382,17 @@ func TestTheLocalQueueDeliversInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer local.Close()
-	// idle: the first message is out when Send returns
-	if err := q.Send(context.Background(), job("+447946200000", "123456")); err != nil {
+	// idle: the first message is out when Send returns, whole (the job
+	// stays in the process, never sealed)
+	first := job("+447946200000", "123456")
+	if err := q.Send(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
 	if sender.count() != 1 {
 		t.Fatal("an idle local queue answered before its first attempt")
+	}
+	if got := sender.sent[0]; got != first {
+		t.Fatalf("delivered %+v\nsent      %+v", got, first)
 	}
 	for i := range 49 {
 		if err := q.Send(context.Background(), job(fmt.Sprintf("+4479461%05d", i), "123456")); err != nil {
@@ -407,6 +412,48 @@ func TestTheLocalQueueDeliversInTheBackground(t *testing.T) {
 			t.Fatal("the depth does not come back to 0")
 		}
 	}
+}
+
+// TestTheLocalQueueRetriesAFailedMessage: a message the provider failed
+// is delivered, whole, on its next attempt (Backoff(1) later), and once.
+func TestTheLocalQueueRetriesAFailedMessage(t *testing.T) {
+	sender := &failOnce{}
+	q, local, err := queue.InProcess(queue.Host{Redis: single.Client(), Secret: secret,
+		Void: func(context.Context, string) error { t.Error("a retried message gave its send back"); return nil }}, sender, 2, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	m := job("+447946200100", "424242")
+	if err := q.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(3 * queue.Backoff(1)); sender.count() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a failed message was not delivered on its retry")
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := sender.count(); n != 1 || sender.sent[0] != m {
+		t.Fatalf("delivered %d: %+v\nsent %+v", n, sender.sent, m)
+	}
+}
+
+// failOnce is a provider whose first send fails.
+type failOnce struct {
+	provider
+	failed bool
+}
+
+func (p *failOnce) Send(ctx context.Context, m message.Message) error {
+	p.mu.Lock()
+	if !p.failed {
+		p.failed = true
+		p.mu.Unlock()
+		return errors.New("the provider is down")
+	}
+	p.mu.Unlock()
+	return p.provider.Send(ctx, m)
 }
 
 // TestACallerHangingUpDoesNotLeaveAMessageHalfQueued: the send was

@@ -10,7 +10,8 @@ import (
 )
 
 // BenchmarkSealOpen is a queued email's job sealed by the queue and
-// opened by the deliverer (the local server does both for every send).
+// opened by the deliverer (on SQS, the send and deliver functions; the
+// local server's in-process queue does neither).
 func BenchmarkSealOpen(b *testing.B) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	aead, err := sealer(guard.DeriveKey(secret, SealLabel))
