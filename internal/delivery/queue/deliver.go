@@ -42,6 +42,7 @@ type Deliverer struct {
 	aead        cipher.AEAD
 	maxReceives int
 	lease       time.Duration
+	inProcess   bool
 	log         *slog.Logger
 }
 
@@ -63,7 +64,12 @@ type DeliverOptions struct {
 	// Lease bounds a claim: a consumer that dies while sending holds the
 	// message this long. Default 60s.
 	Lease time.Duration
-	Log   *slog.Logger
+	// InProcess: the deliverer of an in-process queue (Local), which
+	// never hands a message out again once it was sent, so a sent message
+	// is not marked sent (the mark stops SQS's redeliveries): a Redis
+	// exchange less a send.
+	InProcess bool
+	Log       *slog.Logger
 }
 
 // NewDeliverer returns the Deliverer of o.
@@ -87,7 +93,7 @@ func NewDeliverer(o DeliverOptions) (*Deliverer, error) {
 	sender := o.Sender
 	return &Deliverer{
 		send: func(ctx context.Context, m message.Message) error { return sender().Send(ctx, m) }, void: o.Void,
-		ledger: NewLedger(o.Redis, o.Batch), aead: aead, maxReceives: o.MaxReceives, lease: o.Lease, log: o.Log,
+		ledger: NewLedger(o.Redis, o.Batch), aead: aead, maxReceives: o.MaxReceives, lease: o.Lease, inProcess: o.InProcess, log: o.Log,
 	}, nil
 }
 
@@ -191,7 +197,11 @@ func (d *Deliverer) finish(ctx context.Context, job Job, token, final string, gi
 	ctx = context.WithoutCancel(ctx)
 	if final == "done" && !giveBack {
 		// sent (or refused by the provider): marked whoever holds the
-		// claim now, so no redelivery sends it again
+		// claim now, so no redelivery sends it again; an in-process
+		// queue redelivers nothing, and its claim lapses by itself
+		if d.inProcess {
+			return
+		}
 		if err := d.ledger.Done(ctx, job.Key, job.ID); err != nil {
 			d.log.WarnContext(ctx, "a sent message was not marked sent; a redelivery within its lease finds it busy", "err", err)
 		}

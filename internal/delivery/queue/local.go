@@ -181,7 +181,7 @@ func InProcess(h Host, direct message.Sender, workers int, o Options) (*Queue, *
 		return nil, nil, err
 	}
 	d, err := NewDeliverer(DeliverOptions{Redis: h.Redis, Batch: h.Batch, SealKey: guard.DeriveKey(h.Secret, SealLabel),
-		Sender: func() message.Sender { return direct }, Void: h.Void, Log: h.Log})
+		Sender: func() message.Sender { return direct }, Void: h.Void, InProcess: true, Log: h.Log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -412,6 +412,9 @@ func TestTheLocalQueueDeliversInTheBackground(t *testing.T) {
 			t.Fatal("the depth does not come back to 0")
 		}
 	}
+	if n := sender.count(); n != 50 {
+		t.Fatalf("50 messages were delivered %d times", n)
+	}
 }
 
 // TestTheLocalQueueRetriesAFailedMessage: a message the provider failed
