@@ -166,3 +166,43 @@ func TestIPKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestAFingerprintIsItsKeyedHash: a subject's fingerprint is what the
+// logs and metrics have always named it by (72 bits of HMAC-SHA256 of
+// "log", the dimension and the value under the deployment secret), the
+// same on every call and from goroutines at once, so a subject's
+// decisions can be followed across calls, containers and versions.
+func TestAFingerprintIsItsKeyedHash(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	g, err := New(testConfig(), nil, Options{Secret: key, Backstop: nopStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(dim, value string) string {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte("log\x00" + dim + "\x00" + value))
+		return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:9])
+	}
+	if g.Fingerprint("destination", "") != "" {
+		t.Fatal("an empty value has a fingerprint")
+	}
+	done := make(chan struct{})
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 200 {
+				dim, value := "destination", strings.Repeat("x", i)+"@example.com"
+				if (i+w)%2 == 1 {
+					dim, value = "ip", "192.0.2."+strings.Repeat("1", i%3+1)
+				}
+				if got := g.Fingerprint(dim, value); got != want(dim, value) {
+					t.Errorf("Fingerprint(%q, %q) = %q, want %q", dim, value, got, want(dim, value))
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}

@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -270,7 +269,13 @@ func (g *Guard) Fingerprint(dimension, value string) string {
 	if value == "" {
 		return ""
 	}
-	m := hmac.New(sha256.New, g.secret)
-	m.Write([]byte("log\x00" + dimension + "\x00" + value))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:9])
+	m := g.macs.Get().(*macState)
+	b := append(m.buf[:0], "log\x00"...)
+	b = append(b, dimension...)
+	b = append(b, 0)
+	b = append(b, value...)
+	var out [12]byte
+	base64.RawURLEncoding.Encode(out[:], m.sum(b)[:9])
+	g.macs.Put(m)
+	return string(out[:])
 }

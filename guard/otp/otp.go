@@ -24,8 +24,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"math/big"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/otpguard/otpguard/config"
@@ -120,6 +122,7 @@ type Codes struct {
 	ttl         time.Duration
 	maxAttempts int
 	timeout     time.Duration
+	macs        sync.Pool // HMAC-SHA256 under secret
 }
 
 // New returns Codes configured by cfg.OTP, bounded by cfg.Store.Timeout per
@@ -128,10 +131,12 @@ func New(cfg config.Config, store Store, secret []byte) (*Codes, error) {
 	if len(secret) < 16 {
 		return nil, errors.New("otp: the secret must be at least 16 bytes")
 	}
-	return &Codes{
+	c := &Codes{
 		store: store, secret: secret, length: cfg.OTP.Length, ttl: cfg.OTP.TTL,
 		maxAttempts: cfg.OTP.MaxAttempts, timeout: cfg.Store.Timeout,
-	}, nil
+	}
+	c.macs.New = func() any { return hmac.New(sha256.New, secret) }
+	return c, nil
 }
 
 // TTL is how long an issued code stays valid.
@@ -173,13 +178,16 @@ func (c *Codes) Verify(ctx context.Context, d guard.Destination, purpose, code s
 // clear identifier; the digest cannot be checked against the 10^length
 // codes without the secret.
 func (c *Codes) keyDigest(d guard.Destination, purpose, code string) (key, digest string) {
-	m := hmac.New(sha256.New, c.secret)
+	m := c.macs.Get().(hash.Hash)
+	defer c.macs.Put(m)
+	var sum [sha256.Size]byte
+	m.Reset()
 	m.Write([]byte("otp\x00" + d.Address + "\x00" + purpose))
-	tag := base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	tag := base64.RawURLEncoding.EncodeToString(m.Sum(sum[:0])[:16])
 	key = "og:{" + tag + "}:otp"
 	m.Reset()
 	m.Write([]byte("code\x00" + tag + "\x00" + d.Address + "\x00" + code))
-	return key, base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	return key, base64.RawURLEncoding.EncodeToString(m.Sum(sum[:0]))
 }
 
 // Generate returns length digits drawn uniformly from crypto/rand.

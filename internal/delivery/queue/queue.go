@@ -42,8 +42,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -126,6 +128,7 @@ type Queue struct {
 	ledger  *Ledger
 	seal    cipher.AEAD
 	keyMAC  []byte
+	macs    sync.Pool // HMAC-SHA256 under keyMAC
 	opts    Options
 	log     *slog.Logger
 }
@@ -149,7 +152,9 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Queue{backend: b, ledger: NewLedger(h.Redis, h.Batch), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}, nil
+	q := &Queue{backend: b, ledger: NewLedger(h.Redis, h.Batch), seal: aead, keyMAC: guard.DeriveKey(h.Secret, "delivery-queue key"), opts: o, log: log}
+	q.macs.New = func() any { return hmac.New(sha256.New, q.keyMAC) }
+	return q, nil
 }
 
 // Send queues m (implements message.Sender). Errors wrap
@@ -222,9 +227,12 @@ func (q *Queue) key(m message.Message, id string) string {
 	if m.Slot == "" {
 		return "n" + id
 	}
-	mac := hmac.New(sha256.New, q.keyMAC)
+	mac := q.macs.Get().(hash.Hash)
+	defer q.macs.Put(mac)
+	mac.Reset()
 	mac.Write([]byte(string(m.Channel) + "\x00" + m.Slot))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(sum[:0])[:12])
 }
 
 // sealJob is j's JSON sealed, base64: the nonce, then the ciphertext and
