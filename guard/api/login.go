@@ -263,11 +263,11 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 		s.Log.ErrorContext(ctx, "signup code: this deployment sends no messages")
 		return
 	}
-	code, err := s.Codes.Issue(ctx, dest, "signup", "")
+	code, version, err := s.Codes.Issue(ctx, dest, "signup", "")
 	var msg message.Message
 	if err == nil {
 		msg, err = s.message(dest, "signup", "", code)
-		msg.Slot = codeSlot(dest, "signup")
+		msg.Slot, msg.Version = codeSlot(dest, "signup"), version
 	}
 	if err == nil {
 		err = s.Sender.Send(ctx, msg)

@@ -78,7 +78,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	// the send counts on the failure-counting send rules until the verify
 	// that approves this code settles its receipt
 	receipt := s.Guard.Receipt(rec.decision)
-	code, err := s.Codes.Issue(ctx, dest, in.Purpose, receipt)
+	code, version, err := s.Codes.Issue(ctx, dest, in.Purpose, receipt)
 	if err != nil {
 		// Nothing was sent: the send's units go back to every rule.
 		s.Log.ErrorContext(ctx, "issue code", "err", err)
@@ -93,7 +93,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, rec, problem("internal_error", "the message could not be rendered"))
 		return
 	}
-	msg.Slot = codeSlot(dest, in.Purpose)
+	msg.Slot, msg.Version = codeSlot(dest, in.Purpose), version
 	msg.Receipt = s.Guard.VoidReceipt(rec.decision) // a queued message given up on gives the send back
 	if err := s.Sender.Send(ctx, msg); err != nil {
 		s.sendFailed(ctx, w, rec, req, dest, err)

@@ -40,6 +40,11 @@ type Message struct {
 	// one, which is never delivered after it. Empty: the message
 	// supersedes nothing (a step-up session's code, a notification).
 	Slot string
+	// Version is the code's number among its slot's (otp.Store.Put's), or
+	// 0: a queue makes the message the newest of its slot only over one
+	// of a lower number, so of two sends at once the message delivered is
+	// the one whose code is kept. Not part of a queued job.
+	Version int64 `json:"-"`
 	// TTL is the code's lifetime: a queued message not delivered within
 	// it is dropped. Zero: the queue's default.
 	TTL time.Duration

@@ -32,7 +32,7 @@ func TestACodeApprovesItsOwnPurposeAndAddressOnly(t *testing.T) {
 	ctx := context.Background()
 	ann := guard.Destination{Channel: message.Email, Address: "ann@example.com", Key: "ann@example.com"}
 	other := guard.Destination{Channel: message.Email, Address: "ann+x@example.com", Key: "ann@example.com"}
-	code, err := codes.Issue(ctx, ann, "login", "")
+	code, _, err := codes.Issue(ctx, ann, "login", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,8 +70,11 @@ type Store interface {
 	// guard.Guard.Receipt; may be empty), replacing any earlier code and
 	// its attempt count. The earlier code's receipt is kept with the new
 	// one (the newest ReceiptMax bytes): approving the code a resend
-	// delivered settles the sends before it too.
-	Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) error
+	// delivered settles the sends before it too. It returns the put's
+	// number under key, which grows with every put while the key's codes
+	// follow each other within twice their TTL: the code kept is the one
+	// of the highest number.
+	Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) (int64, error)
 	// Check compares digest with the code under key, atomically: a match
 	// deletes the code; a mismatch counts an attempt and deletes the code
 	// at maxAttempts. It returns the store's clock and, when approved,
@@ -146,19 +149,23 @@ func (c *Codes) TTL() time.Duration { return c.ttl }
 func (c *Codes) Length() int { return c.length }
 
 // Issue draws a new code for (d, purpose), stores its hash with receipt
-// (the send's, for the verify that approves it) and returns it.
-func (c *Codes) Issue(ctx context.Context, d guard.Destination, purpose, receipt string) (string, error) {
+// (the send's, for the verify that approves it) and returns it, with its
+// number among the codes of (d, purpose) (Store.Put's: the message
+// carrying it is queued as message.Message.Version, so that of two sends
+// at once the one delivered is the one whose code is kept).
+func (c *Codes) Issue(ctx context.Context, d guard.Destination, purpose, receipt string) (string, int64, error) {
 	code, err := Generate(c.length)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	key, digest := c.keyDigest(d, purpose, code)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := c.store.Put(ctx, key, digest, c.ttl, receipt); err != nil {
-		return "", fmt.Errorf("store code: %w", err)
+	version, err := c.store.Put(ctx, key, digest, c.ttl, receipt)
+	if err != nil {
+		return "", 0, fmt.Errorf("store code: %w", err)
 	}
-	return code, nil
+	return code, version, nil
 }
 
 // Verify checks code for (d, purpose).

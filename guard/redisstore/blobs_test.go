@@ -98,7 +98,8 @@ func TestADeviceCheckWithNothingDependingOnItIsABatchLikeAnother(t *testing.T) {
 
 // TestCodesAnswerEveryOutcome: the code store answers each outcome the
 // library has: wrong (an attempt counted), burned (the last attempt),
-// missing (nothing pending), approved (once), on every backend.
+// missing (nothing pending), approved (once), on every backend, and
+// numbers each put of a key one more than the last.
 func TestCodesAnswerEveryOutcome(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -116,7 +117,8 @@ func TestCodesAnswerEveryOutcome(t *testing.T) {
 			if got := check("right"); got != otp.Missing {
 				t.Errorf("before any code: %v, want missing", got)
 			}
-			if err := c.Put(ctx, key, "right", time.Minute, ""); err != nil {
+			first, err := c.Put(ctx, key, "right", time.Minute, "")
+			if err != nil {
 				t.Fatal(err)
 			}
 			for i, want := range []otp.Check{otp.Wrong, otp.Burned, otp.Missing} {
@@ -124,13 +126,26 @@ func TestCodesAnswerEveryOutcome(t *testing.T) {
 					t.Errorf("wrong guess %d: %v, want %v", i+1, got, want)
 				}
 			}
-			if err := c.Put(ctx, key, "right", time.Minute, ""); err != nil {
+			// the puts of a key are numbered on, past a burned code and
+			// an approved one: a message is the newest of its slot by it
+			second, err := c.Put(ctx, key, "right", time.Minute, "")
+			if err != nil {
 				t.Fatal(err)
 			}
 			for i, want := range []otp.Check{otp.Approved, otp.Missing} {
 				if got := check("right"); got != want {
 					t.Errorf("the right code, try %d: %v, want %v", i+1, got, want)
 				}
+			}
+			third, err := c.Put(ctx, key, "again", time.Minute, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first < 1 || second != first+1 || third != second+1 {
+				t.Errorf("puts numbered %d, %d, %d: want each one more than the last", first, second, third)
+			}
+			if other, err := c.Put(ctx, key+"-other", "right", time.Minute, ""); err != nil || other != 1 {
+				t.Errorf("another key's first put: %d %v, want 1", other, err)
 			}
 		})
 	}

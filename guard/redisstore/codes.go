@@ -20,10 +20,18 @@ func NewCodes(rdb Client) *Codes { return &Codes{conn: Connect(rdb)} }
 
 var _ otp.Store = (*Codes)(nil)
 
-// Put implements otp.Store.
-func (c *Codes) Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) error {
-	_, err := lib().call(ctx, c.conn, entryCodePut, []string{key}, []any{digest, ttl.Milliseconds(), receipt})
-	return err
+// Put implements otp.Store. The puts are counted in key + "v" (the same
+// slot).
+func (c *Codes) Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) (int64, error) {
+	v, err := lib().call(ctx, c.conn, entryCodePut, []string{key, key + "v"}, []any{digest, ttl.Milliseconds(), receipt})
+	if err != nil {
+		return 0, err
+	}
+	n, ok := v.(int64)
+	if !ok || n < 1 {
+		return 0, storeErr(fmt.Errorf("unexpected reply %v", v))
+	}
+	return n, nil
 }
 
 // Check implements otp.Store.

@@ -45,7 +45,7 @@ func TestTheStoresOfOneConnShareWhatTheyLearn(t *testing.T) {
 	if err := st.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := redisstore.NewCodes(conn).Put(ctx, "og:{t}c", "digest", time.Minute, ""); err != nil {
+	if _, err := redisstore.NewCodes(conn).Put(ctx, "og:{t}c", "digest", time.Minute, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := redisstore.NewBlobs(conn).Put(ctx, "og:{t}b", []byte("x"), time.Minute); err != nil {

@@ -1041,7 +1041,14 @@ end
 -- the code the owner enters settles every send still pending to the
 -- address), the newest RECEIPT_MAX bytes of them.
 local RECEIPT_MAX = 2048
+-- KEYS[2] counts the puts of KEYS[1]'s code (for twice its TTL and a
+-- minute after the last, longer than any message of it is queued): the
+-- reply is this put's number, which orders the sends' messages in the
+-- delivery queue (a message is the newest of its slot only over one of a
+-- lower number), so the message delivered is the one whose code is kept.
 local function code_put(keys, args)
+  local v = redis.call('INCRBY', keys[2], 1)
+  redis.call('PEXPIRE', keys[2], 2 * tonumber(args[3]) + 60000)
   local r = args[4] or ''
   local old = redis.call('HGET', keys[1], 'r')
   if old and old ~= '' then
@@ -1059,7 +1066,7 @@ local function code_put(keys, args)
     redis.call('HSET', keys[1], 'h', args[2], 'n', 0)
   end
   redis.call('PEXPIRE', keys[1], args[3])
-  return 1
+  return v
 end
 
 -- code_check: KEYS[1] the code key; ARGV: the time or empty, digest, max

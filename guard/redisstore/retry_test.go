@@ -246,7 +246,7 @@ func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 	rdb, h := hooked(t)
 	ctx := context.Background()
 	codes := redisstore.NewCodes(rdb)
-	if err := codes.Put(ctx, "og:{t}c", "digest", time.Minute, ""); err != nil {
+	if _, err := codes.Put(ctx, "og:{t}c", "digest", time.Minute, ""); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UnixMicro()

@@ -53,15 +53,28 @@ type pendingCode struct {
 	expires         time.Time
 }
 
+// codePuts counts a key's puts until expires (code_put's KEYS[2]).
+type codePuts struct {
+	n       int64
+	expires time.Time
+}
+
 // memCodes is the otp.Store in memory, on the virtual clock.
 type memCodes struct{ e *engine }
 
-func (m memCodes) Put(_ context.Context, key, digest string, ttl time.Duration, receipt string) error {
+func (m memCodes) Put(_ context.Context, key, digest string, ttl time.Duration, receipt string) (int64, error) {
 	if old := m.e.pending[key]; old != nil && m.e.now.Before(old.expires) {
 		receipt = otp.KeepReceipts(old.receipt, receipt)
 	}
 	m.e.pending[key] = &pendingCode{digest: digest, receipt: receipt, expires: m.e.now.Add(ttl)}
-	return nil
+	p := m.e.puts[key]
+	if p == nil || !m.e.now.Before(p.expires) {
+		p = &codePuts{}
+		m.e.puts[key] = p
+	}
+	p.n++
+	p.expires = m.e.now.Add(2*ttl + time.Minute)
+	return p.n, nil
 }
 
 func (m memCodes) Check(_ context.Context, key, digest string, maxAttempts int) (otp.Verdict, error) {

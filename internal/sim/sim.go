@@ -195,7 +195,7 @@ func Run(ctx context.Context, name string, cfg config.Config, o Options) (*Resul
 	}
 	began := time.Now()
 	e := &engine{nets: newNetworks(), rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: Day0.Add(-24 * time.Hour), codes: map[string]string{}, accounts: map[string]string{},
-		pending: map[string]*pendingCode{}, blobs: map[string]blob{}, solved: map[string]bool{}, takenOver: map[string]bool{}, res: &Result{Config: name, Attacks: map[string]*AttackStats{}, RefusedBy: map[string]int{}}}
+		pending: map[string]*pendingCode{}, puts: map[string]*codePuts{}, blobs: map[string]blob{}, solved: map[string]bool{}, takenOver: map[string]bool{}, res: &Result{Config: name, Attacks: map[string]*AttackStats{}, RefusedBy: map[string]int{}}}
 	for _, a := range Attacks {
 		e.res.Attacks[a] = &AttackStats{}
 	}
@@ -281,6 +281,7 @@ type engine struct {
 	people    []*person
 	accounts  map[string]string       // account -> password: the authenticator
 	pending   map[string]*pendingCode // the code store
+	puts      map[string]*codePuts    // and its count of puts per key
 	blobs     map[string]blob         // held logins
 	codes     map[string]string       // the last code delivered per address
 	sent      []sent                  // messages delivered by the request in progress

@@ -68,14 +68,34 @@ var claimNames = [...]string{"claimed", "duplicate", "busy", "superseded", "expi
 func (c Claim) String() string { return claimNames[c] }
 
 func latestKey(key string) string   { return "og:{q" + key + "}l" }
+func versionKey(key string) string  { return "og:{q" + key + "}v" }
 func markKey(key, id string) string { return "og:{q" + key + "}m" + id }
 
+// enqueueSource makes ARGV[1] the newest message (KEYS[1]) unless one of
+// a number at least ARGV[2] was (KEYS[2]), both for ARGV[3] ms.
+const enqueueSource = `
+local v = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tonumber(ARGV[2]) <= v then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1
+`
+
 // Enqueue makes id the newest message for key, for ttl, and returns
-// Redis's time.
-func (l *Ledger) Enqueue(ctx context.Context, key, id string, ttl time.Duration) (time.Time, error) {
+// Redis's time. A message of version more than 0 (its code's number,
+// message.Message.Version) is made the newest only over one of a lower
+// version: of two sends at once, the message that stays the newest is
+// the one whose code the code store kept, whichever is queued last.
+func (l *Ledger) Enqueue(ctx context.Context, key, id string, ttl time.Duration, version int64) (time.Time, error) {
 	p := l.rdb.Pipeline()
 	now := p.Time(ctx)
-	if err := l.send(ctx, p, now, p.Set(ctx, latestKey(key), id, ttl)); err != nil {
+	var set redis.Cmder
+	if version > 0 {
+		set = p.Eval(ctx, enqueueSource, []string{latestKey(key), versionKey(key)}, id, version, ttl.Milliseconds())
+	} else {
+		set = p.Set(ctx, latestKey(key), id, ttl)
+	}
+	if err := l.send(ctx, p, now, set); err != nil {
 		return time.Time{}, err
 	}
 	return now.Val(), nil

@@ -177,7 +177,7 @@ func (q *Queue) Send(ctx context.Context, m message.Message) error {
 	defer cancel()
 	job := Job{ID: newID(), Message: m}
 	job.Key = q.key(m, job.ID)
-	now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl)
+	now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl, m.Version)
 	if err != nil {
 		return fmt.Errorf("%w: queue: %w", message.ErrUnavailable, err)
 	}

@@ -213,6 +213,43 @@ func TestOnlyTheNewestMessageOfADestinationIsDelivered(t *testing.T) {
 	})
 }
 
+// TestTheNewestIsTheLaterCodesWhicheverIsQueuedLast: of two sends at
+// once, the later code's message (its Version higher) can be queued
+// first; it stays the newest, and the earlier code's message, queued
+// after it, is superseded. A message without a version (a step-up's, one
+// queued by an earlier version of the API) is the newest as it comes.
+func TestTheNewestIsTheLaterCodesWhicheverIsQueuedLast(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		to := "+4479461" + fmt.Sprint(time.Now().UnixNano()%100000)
+		versioned := func(code string, v int64) message.Message {
+			m := job(to, code)
+			m.Version = v
+			return m
+		}
+		later := r.send(t, versioned("222222", 8))
+		earlier := r.send(t, versioned("111111", 7))
+		ctx := context.Background()
+		if out, _ := r.d.Deliver(ctx, earlier, 1); out != queue.Superseded {
+			t.Fatalf("the earlier code's message, queued last: %s, want superseded", out)
+		}
+		if out, _ := r.d.Deliver(ctx, later, 1); out != queue.Delivered {
+			t.Fatalf("the later code's message: %s", out)
+		}
+		unversioned := r.send(t, job(to, "333333"))
+		next := r.send(t, versioned("444444", 9))
+		if out, _ := r.d.Deliver(ctx, unversioned, 1); out != queue.Superseded {
+			t.Fatalf("an unversioned message after a higher one: %s, want superseded", out)
+		}
+		if out, _ := r.d.Deliver(ctx, next, 1); out != queue.Delivered {
+			t.Fatalf("a higher version after an unversioned message: %s", out)
+		}
+		if codes := []string{r.sender.sent[0].Code, r.sender.sent[1].Code}; len(r.sender.sent) != 2 || codes[0] != "222222" || codes[1] != "444444" {
+			t.Fatalf("sent %+v", r.sender.sent)
+		}
+	})
+}
+
 func TestARedeliveredMessageSendsOnce(t *testing.T) {
 	each(t, func(t *testing.T, rdb redis.UniversalClient) {
 		r := newRig(t, rdb, queue.Options{})
