@@ -108,18 +108,25 @@ func (e errStale) Error() string {
 // Deliver attempts the sealed job body on its receive-th receive (the
 // first is 1). For Retry it returns how long the message should wait.
 func (d *Deliverer) Deliver(ctx context.Context, body string, receive int) (Outcome, time.Duration) {
+	return d.deliverBody(ctx, body, receive, "")
+}
+
+// deliverBody is Deliver with its claim asked for under token (see
+// deliver).
+func (d *Deliverer) deliverBody(ctx context.Context, body string, receive int, token string) (Outcome, time.Duration) {
 	job, err := open(d.aead, body)
 	if err != nil {
 		d.log.ErrorContext(ctx, "a queued message is dropped", "err", err)
 		return Malformed, 0
 	}
-	return d.DeliverJob(ctx, job, receive)
+	return d.deliver(ctx, job, receive, token)
 }
 
-// DeliverJob is Deliver of a job already opened (or never sealed: a
-// JobBackend's).
-func (d *Deliverer) DeliverJob(ctx context.Context, job Job, receive int) (Outcome, time.Duration) {
-	claim, token, err := d.ledger.Claim(ctx, job.Key, job.ID, job.Expires, d.lease)
+// deliver is Deliver of a job already opened (or never sealed: a
+// JobBackend's), its claim asked for under token: empty, a new one (see
+// Ledger.Claim).
+func (d *Deliverer) deliver(ctx context.Context, job Job, receive int, token string) (Outcome, time.Duration) {
+	claim, token, err := d.ledger.Claim(ctx, job.Key, job.ID, job.Expires, d.lease, token)
 	if err != nil {
 		d.log.WarnContext(ctx, "the queue's ledger does not answer", "err", err)
 		return Retry, Backoff(receive) // nothing claimed, nothing to give back

@@ -102,23 +102,30 @@ func (l *Ledger) Enqueue(ctx context.Context, key, id string, ttl time.Duration,
 }
 
 // claimScript: the mark first (a message sent or being sent is left
-// alone), then whether it is still the newest; a claim is a mark
-// "s<token>" for lease ms.
+// alone, unless the claim is this token's own: a claim whose reply was
+// lost, asked again), then whether it is still the newest; a claim is a
+// mark "s<token>" for lease ms.
 const claimSource = `
 local m = redis.call('GET', KEYS[2])
 if m == 'done' then return 'duplicate' end
 if m == 'dead' then return 'dead' end
-if m then return 'busy' end
+if m and m ~= 's' .. ARGV[2] then return 'busy' end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'superseded' end
 redis.call('SET', KEYS[2], 's' .. ARGV[2], 'PX', ARGV[3])
 return 'claimed'
 `
 
 // Claim asks to send message id of key, whose code ends at expires (Unix
-// ms). When Claimed (or ClaimExpired: claimed, never to be sent), token
-// ends the claim (Settle); a claim lapses by itself after lease.
-func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease time.Duration) (c Claim, token string, err error) {
-	token = newID()
+// ms), under token (a new one when empty). When Claimed (or ClaimExpired:
+// claimed, never to be sent), token ends the claim (Settle); a claim
+// lapses by itself after lease. A claim already this token's is claimed
+// again: only a consumer that alone holds the message (the in-process
+// queue's worker) may ask twice with one token; every SQS receive asks
+// with a new one, since two consumers may hold the same message.
+func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease time.Duration, token string) (c Claim, _ string, err error) {
+	if token == "" {
+		token = newID()
+	}
 	p := l.rdb.Pipeline()
 	now := p.Time(ctx)
 	res := p.Eval(ctx, claimSource, []string{latestKey(key), markKey(key, id)}, id, token, lease.Milliseconds())

@@ -30,6 +30,7 @@ type Local struct {
 type localJob struct {
 	body    string // sealed (Push), or
 	job     *Job   // as it is (PushJob)
+	token   string // its claims': it is with one worker at a time
 	receive int
 	done    chan struct{} // closed after its first attempt, when Push waits for it
 }
@@ -61,13 +62,13 @@ func (l *Local) Start(d *Deliverer, workers int, outcome func(Outcome)) {
 // script reading it right after its curl finds it). Behind a backlog it
 // returns at once.
 func (l *Local) Push(ctx context.Context, body string) error {
-	return l.push(ctx, localJob{body: body, receive: 1})
+	return l.push(ctx, localJob{body: body, token: newID(), receive: 1})
 }
 
 // PushJob implements JobBackend: Push of the job as it is, never sealed
 // (it stays in the process).
 func (l *Local) PushJob(ctx context.Context, j Job) error {
-	return l.push(ctx, localJob{job: &j, receive: 1})
+	return l.push(ctx, localJob{job: &j, token: newID(), receive: 1})
 }
 
 var _ JobBackend = (*Local)(nil)
@@ -139,9 +140,9 @@ func (l *Local) work() {
 		var out Outcome
 		var wait time.Duration
 		if j.job != nil {
-			out, wait = l.d.DeliverJob(context.Background(), *j.job, j.receive)
+			out, wait = l.d.deliver(context.Background(), *j.job, j.receive, j.token)
 		} else {
-			out, wait = l.d.Deliver(context.Background(), j.body, j.receive)
+			out, wait = l.d.deliverBody(context.Background(), j.body, j.receive, j.token)
 		}
 		if l.outcome != nil {
 			l.outcome(out)
@@ -150,7 +151,7 @@ func (l *Local) work() {
 			close(j.done)
 		}
 		if out == Retry {
-			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, job: j.job, receive: j.receive + 1}, true) })
+			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, job: j.job, token: j.token, receive: j.receive + 1}, true) })
 			continue
 		}
 		l.mu.Lock()

@@ -479,6 +479,78 @@ func TestTheLocalQueueRetriesAFailedMessage(t *testing.T) {
 	}
 }
 
+// TestAClaimWhoseReplyWasLostIsTheSameTokensAgain: a claim asked again
+// under its own token (its first reply lost) is claimed; under another
+// token it is busy. The in-process queue's worker, which alone holds its
+// message, asks under one token; an SQS receive under a new one.
+func TestAClaimWhoseReplyWasLostIsTheSameTokensAgain(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		l := queue.NewLedger(rdb, nil)
+		ctx := context.Background()
+		key := fmt.Sprint("claim-", time.Now().UnixNano())
+		if _, err := l.Enqueue(ctx, key, "id", time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+		expires := time.Now().Add(time.Minute).UnixMilli()
+		first, token, err := l.Claim(ctx, key, "id", expires, time.Minute, "")
+		if err != nil || first != queue.Claimed || token == "" {
+			t.Fatalf("first claim: %v %q %v", first, token, err)
+		}
+		if again, tok, err := l.Claim(ctx, key, "id", expires, time.Minute, token); err != nil || again != queue.Claimed || tok != token {
+			t.Fatalf("the same token again: %v %q %v", again, tok, err)
+		}
+		if other, _, err := l.Claim(ctx, key, "id", expires, time.Minute, "another"); err != nil || other != queue.ClaimBusy {
+			t.Fatalf("another token: %v %v, want busy", other, err)
+		}
+		if fresh, _, err := l.Claim(ctx, key, "id", expires, time.Minute, ""); err != nil || fresh != queue.ClaimBusy {
+			t.Fatalf("a new token: %v %v, want busy", fresh, err)
+		}
+	})
+}
+
+// TestTheLocalQueueRetriesAClaimWhoseReplyWasLost: the first claim of a
+// message is made in Redis but its reply is lost (a timeout): the retry,
+// Backoff(1) later, claims it again and delivers it, instead of finding
+// it busy for the claim's whole lease (a minute).
+func TestTheLocalQueueRetriesAClaimWhoseReplyWasLost(t *testing.T) {
+	rdb := single.Client()
+	defer rdb.Close()
+	var lost atomic.Bool
+	batch := func(ctx context.Context, cmds ...redis.Cmder) error {
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range cmds {
+				_ = p.Process(ctx, c)
+			}
+			return nil
+		})
+		for _, c := range cmds {
+			if c.Name() == "eval" && strings.Contains(fmt.Sprint(c.Args()...), "'busy'") && lost.CompareAndSwap(false, true) {
+				return context.DeadlineExceeded // done in Redis, the reply lost
+			}
+		}
+		return err
+	}
+	sender := &provider{}
+	q, local, err := queue.InProcess(queue.Host{Redis: rdb, Batch: batch, Secret: secret,
+		Void: func(context.Context, string) error { t.Error("a delivered message gave its send back"); return nil }}, sender, 2, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	m := job("+447946200200", "535353")
+	if err := q.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(3 * queue.Backoff(1)); sender.count() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not delivered %s after its claim's reply was lost (lost: %v)", 3*queue.Backoff(1), lost.Load())
+		}
+	}
+	if !lost.Load() || sender.count() != 1 || sender.sent[0] != m {
+		t.Fatalf("lost %v, delivered %+v", lost.Load(), sender.sent)
+	}
+}
+
 // failOnce is a provider whose first send fails.
 type failOnce struct {
 	provider
