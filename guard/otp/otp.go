@@ -71,9 +71,9 @@ type Store interface {
 	// its attempt count. The earlier code's receipt is kept with the new
 	// one (the newest ReceiptMax bytes): approving the code a resend
 	// delivered settles the sends before it too. It returns the put's
-	// number under key, which grows with every put while the key's codes
-	// follow each other within twice their TTL: the code kept is the one
-	// of the highest number.
+	// number under key, above every earlier put's (the store's time in
+	// µs, or one more than the last number when that is later): the code
+	// kept is the one of the highest number.
 	Put(ctx context.Context, key, digest string, ttl time.Duration, receipt string) (int64, error)
 	// Check compares digest with the code under key, atomically: a match
 	// deletes the code; a mismatch counts an attempt and deletes the code

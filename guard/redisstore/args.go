@@ -19,6 +19,7 @@ import (
 //	og:{tag}ID:l    its lockout hash, when it has a lockout and is not packed
 //	og:{tag}dv      an account's device-token revocation time
 //	og:{tag}:otp    a pending verification code (the otp package's tag)
+//	og:{tag}:otpv   the number of its last put (code_put)
 const keyPrefix = "og:{"
 
 func stateKey(op *store.Op) string {

@@ -1035,20 +1035,25 @@ end
 -- attempts) and r (the send's receipt: what the verify that approves the
 -- code settles as a success; keyed hashes and numbers).
 
--- code_put: KEYS[1] the code key; ARGV: the time (unused), digest, TTL in
--- ms, receipt (may be empty). Replaces any earlier code and its attempt
+-- code_put: KEYS[1] the code key, KEYS[2] its number; ARGV: the time,
+-- digest, TTL in ms, receipt (may be empty). Replaces any earlier code and its attempt
 -- count; the earlier code's receipt is kept with the new one (a resend:
 -- the code the owner enters settles every send still pending to the
 -- address), the newest RECEIPT_MAX bytes of them.
 local RECEIPT_MAX = 2048
--- KEYS[2] counts the puts of KEYS[1]'s code (for twice its TTL and a
--- minute after the last, longer than any message of it is queued): the
--- reply is this put's number, which orders the sends' messages in the
--- delivery queue (a message is the newest of its slot only over one of a
--- lower number), so the message delivered is the one whose code is kept.
+-- The reply is this put's number: the time in µs, or one more than the
+-- last put's when that is later (KEYS[2], kept twice the TTL and a minute
+-- after the last put). It orders the sends' messages in the delivery
+-- queue (a message is the newest of its slot only over one of a lower
+-- number), so the message delivered is the one whose code is kept. A
+-- number lost (evicted, a failover, a shorter TTL) starts again from the
+-- time, still above every number given before it while the clock does not
+-- step back.
 local function code_put(keys, args)
-  local v = redis.call('INCRBY', keys[2], 1)
-  redis.call('PEXPIRE', keys[2], 2 * tonumber(args[3]) + 60000)
+  local timed, terr = clock(args[1])
+  if not timed then return redis.error_reply(terr or NOCLOCK) end
+  local v = max((tonumber(redis.call('GET', keys[2]) or '0') or 0) + 1, now)
+  redis.call('SET', keys[2], fmt(v), 'PX', 2 * tonumber(args[3]) + 60000)
   local r = args[4] or ''
   local old = redis.call('HGET', keys[1], 'r')
   if old and old ~= '' then

@@ -53,7 +53,8 @@ type pendingCode struct {
 	expires         time.Time
 }
 
-// codePuts counts a key's puts until expires (code_put's KEYS[2]).
+// codePuts is the number of a key's last put, until expires (code_put's
+// KEYS[2]).
 type codePuts struct {
 	n       int64
 	expires time.Time
@@ -72,7 +73,7 @@ func (m memCodes) Put(_ context.Context, key, digest string, ttl time.Duration, 
 		p = &codePuts{}
 		m.e.puts[key] = p
 	}
-	p.n++
+	p.n = max(p.n+1, m.e.now.UnixMicro()) // code_put's number
 	p.expires = m.e.now.Add(2*ttl + time.Minute)
 	return p.n, nil
 }
