@@ -45,6 +45,14 @@ type Queuer interface {
 	Backlog(ctx context.Context, ch message.Channel) time.Duration
 }
 
+// Roomer is a Sender that can be full (the queue over its depth cap):
+// Room answers the error Send would answer now for a message of ch (a
+// *Full), or nil. A send asks before it replaces the address's code, so a
+// send refused for want of room leaves the code the owner has.
+type Roomer interface {
+	Room(ctx context.Context, ch message.Channel) error
+}
+
 // Authenticator checks credentials and creates accounts for /v1/login and
 // /v1/signup: the local users, Cognito, or the app's own endpoints. Errors
 // wrap authn.ErrInvalidCredentials, authn.ErrRejected or

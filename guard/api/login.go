@@ -263,6 +263,10 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 		s.Log.ErrorContext(ctx, "signup code: this deployment sends no messages")
 		return
 	}
+	if err := s.room(ctx, dest.Channel); err != nil {
+		s.Log.ErrorContext(ctx, "signup code", "err", err) // the code sent before stays
+		return
+	}
 	code, version, err := s.Codes.Issue(ctx, dest, "signup", "")
 	var msg message.Message
 	if err == nil {

@@ -75,15 +75,8 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// the send counts on the failure-counting send rules until the verify
-	// that approves this code settles its receipt
-	receipt := s.Guard.Receipt(rec.decision)
-	code, version, err := s.Codes.Issue(ctx, dest, in.Purpose, receipt)
-	if err != nil {
-		// Nothing was sent: the send's units go back to every rule.
-		s.Log.ErrorContext(ctx, "issue code", "err", err)
-		s.settle(ctx, req, rec.decision, guard.Void)
-		s.fail(w, rec, storeUnavailable())
+	code, version, ok := s.issue(ctx, w, rec, req, dest, in.Purpose)
+	if !ok {
 		return
 	}
 	msg, err := s.message(dest, in.Purpose, in.Locale, code)
@@ -102,6 +95,36 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	rec.outcome = "sent"
 	s.delivered(ctx, dest)
 	s.sendAnswer(ctx, w, dest)
+}
+
+// issue stores a new code for a send the rules allowed and returns it
+// with its number; false: the send was answered. A sender without room
+// refuses it before the code is replaced, so the owner's code stays.
+func (s *Server) issue(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, purpose string) (string, int64, bool) {
+	if err := s.room(ctx, dest.Channel); err != nil {
+		s.sendFailed(ctx, w, rec, req, dest, err) // its units go back
+		return "", 0, false
+	}
+	// the send counts on the failure-counting send rules until the verify
+	// that approves this code settles its receipt
+	code, version, err := s.Codes.Issue(ctx, dest, purpose, s.Guard.Receipt(rec.decision))
+	if err != nil {
+		// Nothing was sent: the send's units go back to every rule.
+		s.Log.ErrorContext(ctx, "issue code", "err", err)
+		s.settle(ctx, req, rec.decision, guard.Void)
+		s.fail(w, rec, storeUnavailable())
+		return "", 0, false
+	}
+	return code, version, true
+}
+
+// room is the Sender's refusal of a message of ch for want of room (see
+// Roomer), or nil.
+func (s *Server) room(ctx context.Context, ch message.Channel) error {
+	if q, ok := s.Sender.(Roomer); ok {
+		return q.Room(ctx, ch)
+	}
+	return nil
 }
 
 // sendDestination is where a send goes, by channel; what is wrong with

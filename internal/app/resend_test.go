@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +125,76 @@ func TestOfTwoSendsAtOnceTheCodeDeliveredVerifies(t *testing.T) {
 	body, _ := json.Marshal(map[string]string{"to": "ann@example.com", "purpose": "login", "code": sent[0].Code})
 	if w := h.post(ctx, "/v1/otp/verify", string(body), "198.51.100.3"); w.Code != 200 {
 		t.Fatalf("the code delivered does not verify: %d %s", w.Code, w.Body)
+	}
+}
+
+// gate is a provider that passes its first message and holds the rest
+// until open is closed.
+type gate struct {
+	inbox
+	open chan struct{}
+	n    atomic.Int32
+}
+
+func (g *gate) Send(ctx context.Context, m message.Message) error {
+	if g.n.Add(1) > 1 {
+		<-g.open
+	}
+	return g.inbox.Send(ctx, m)
+}
+
+// TestASendRefusedForAFullQueueLeavesTheOwnersCode: while the queue is
+// full, a send to an address (anyone's, its units given back) is refused
+// before it replaces the code the owner already has, which still
+// verifies. The second outside review found the code replaced: a
+// stranger could spoil an owner's code for free while the queue was full.
+func TestASendRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
+	rs, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rs.Close)
+	rdb := rs.Client()
+	t.Cleanup(func() { rdb.Close() })
+	_, key, _ := ed25519.GenerateKey(nil)
+	cfg, err := config.Parse([]byte("network: {trustedProxies: [192.0.2.0/24]}\nstore: {timeout: 10s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{open: make(chan struct{})}
+	var local *queue.Local
+	a, err := app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"),
+		Senders: func(h queue.Host) (message.Sender, error) {
+			q, l, err := queue.InProcess(h, g, 1, queue.Options{MaxDepth: 1})
+			local = l
+			return q, err
+		}}, cfg, app.Keys{Signing: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(g.open); a.Close(); local.Close() })
+	h := &harness{app: a}
+	ctx := context.Background()
+	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.1"); w.Code != 202 {
+		t.Fatalf("the owner's send: %d %s", w.Code, w.Body)
+	}
+	// the next message is held at the provider: the queue is full
+	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"bob@example.com","purpose":"login"}`, "198.51.100.2"); w.Code != 202 {
+		t.Fatalf("another send: %d %s", w.Code, w.Body)
+	}
+	for deadline := time.Now().Add(5 * time.Second); g.n.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second message did not reach the provider")
+		}
+	}
+	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.3"); w.Code != 503 {
+		t.Fatalf("a send while the queue is full: %d %s, want 503", w.Code, w.Body)
+	}
+	g.inbox.mu.Lock()
+	code := g.inbox.sent[0].Code
+	g.inbox.mu.Unlock()
+	body, _ := json.Marshal(map[string]string{"to": "ann@example.com", "purpose": "login", "code": code})
+	if w := h.post(ctx, "/v1/otp/verify", string(body), "198.51.100.4"); w.Code != 200 {
+		t.Fatalf("the owner's code after a refused send: %d %s", w.Code, w.Body)
 	}
 }

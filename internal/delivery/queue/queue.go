@@ -160,12 +160,8 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 // Send queues m (implements message.Sender). Errors wrap
 // message.ErrUnavailable; a full queue's is a *Full.
 func (q *Queue) Send(ctx context.Context, m message.Message) error {
-	switch depth, err := q.backend.Depth(ctx); {
-	case err != nil:
-		// the cap fails open: a send is not refused for want of a count
-		q.log.WarnContext(ctx, "the delivery queue's depth is unknown; its cap is not applied", "err", err)
-	case depth >= q.opts.MaxDepth:
-		return &Full{After: q.wait(depth-q.opts.MaxDepth+1, m.Channel)}
+	if err := q.Room(ctx, m.Channel); err != nil {
+		return err
 	}
 	ttl := m.TTL
 	if ttl <= 0 {
@@ -199,6 +195,19 @@ func (q *Queue) push(ctx context.Context, job Job) error {
 		return err
 	}
 	return q.backend.Push(ctx, body)
+}
+
+// Room is the *Full a message of channel ch is refused with now, or nil
+// (implements api.Roomer): the API asks before it replaces a code.
+func (q *Queue) Room(ctx context.Context, ch message.Channel) error {
+	switch depth, err := q.backend.Depth(ctx); {
+	case err != nil:
+		// the cap fails open: a send is not refused for want of a count
+		q.log.WarnContext(ctx, "the delivery queue's depth is unknown; its cap is not applied", "err", err)
+	case depth >= q.opts.MaxDepth:
+		return &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
+	}
+	return nil
 }
 
 // Backlog is the estimated wait of the message of channel ch just queued
