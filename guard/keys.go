@@ -149,16 +149,22 @@ func (g *Guard) hashValues(dims, values []string) string {
 
 // valueHash names one value of a distinct rule's `of` dimension inside its
 // set: 64 bits of keyed hash, enough to tell the values of one window apart.
-func (g *Guard) valueHash(dim, value string) string {
+func (g *Guard) valueHash(dim, value string) string { return g.labelHash("of", dim, value, 8) }
+
+// labelHash is the first n bytes (at most 16) of the keyed hash of label,
+// dim and value, each but the last ended by a zero byte, base64url.
+func (g *Guard) labelHash(label, dim, value string, n int) string {
 	m := g.macs.Get().(*macState)
-	b := append(m.buf[:0], "of\x00"...)
+	b := append(m.buf[:0], label...)
+	b = append(b, 0)
 	b = append(b, dim...)
 	b = append(b, 0)
 	b = append(b, value...)
-	var out [11]byte
-	base64.RawURLEncoding.Encode(out[:], m.sum(b)[:8])
+	var out [22]byte
+	enc := out[:base64.RawURLEncoding.EncodedLen(n)]
+	base64.RawURLEncoding.Encode(enc, m.sum(b)[:n])
 	g.macs.Put(m)
-	return string(out[:])
+	return string(enc)
 }
 
 // macState is a keyed HMAC-SHA256 with its input and output buffers, kept
@@ -269,13 +275,5 @@ func (g *Guard) Fingerprint(dimension, value string) string {
 	if value == "" {
 		return ""
 	}
-	m := g.macs.Get().(*macState)
-	b := append(m.buf[:0], "log\x00"...)
-	b = append(b, dimension...)
-	b = append(b, 0)
-	b = append(b, value...)
-	var out [12]byte
-	base64.RawURLEncoding.Encode(out[:], m.sum(b)[:9])
-	g.macs.Put(m)
-	return string(out[:])
+	return g.labelHash("log", dimension, value, 9)
 }

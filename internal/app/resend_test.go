@@ -3,7 +3,6 @@ package app_test
 import (
 	"cmp"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"slices"
 	"sync"
@@ -11,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
-	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
 // inbox is a provider that keeps what it is given.
@@ -72,31 +69,14 @@ func (r *reorder) Send(ctx context.Context, m message.Message) error {
 // user got a code that no longer verified (1 to 10 of 30 addresses
 // sent six codes at once).
 func TestOfTwoSendsAtOnceTheCodeDeliveredVerifies(t *testing.T) {
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rs.Close)
-	rdb := rs.Client()
-	t.Cleanup(func() { rdb.Close() })
-	_, key, _ := ed25519.GenerateKey(nil)
-	cfg, err := config.Parse([]byte("network: {trustedProxies: [192.0.2.0/24]}\nstore: {timeout: 10s}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	box := &inbox{}
 	var local *queue.Local
-	a, err := app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"),
-		Senders: func(h queue.Host) (message.Sender, error) {
-			q, l, err := queue.InProcess(h, box, 2, queue.Options{})
-			local = l
-			return &reorder{inner: q}, err
-		}}, cfg, app.Keys{Signing: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); local.Close() })
-	h := &harness{app: a}
+	h := &harness{app: startApp(t, app.Settings{Senders: func(h queue.Host) (message.Sender, error) {
+		q, l, err := queue.InProcess(h, box, 2, queue.Options{})
+		local = l
+		return &reorder{inner: q}, err
+	}})}
+	t.Cleanup(local.Close)
 	ctx := context.Background()
 	const send = `{"channel":"email","to":"ann@example.com","purpose":"login"}`
 	var wg sync.WaitGroup
@@ -149,31 +129,14 @@ func (g *gate) Send(ctx context.Context, m message.Message) error {
 // verifies. The second outside review found the code replaced: a
 // stranger could spoil an owner's code for free while the queue was full.
 func TestASendRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
-	rs, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rs.Close)
-	rdb := rs.Client()
-	t.Cleanup(func() { rdb.Close() })
-	_, key, _ := ed25519.GenerateKey(nil)
-	cfg, err := config.Parse([]byte("network: {trustedProxies: [192.0.2.0/24]}\nstore: {timeout: 10s}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	g := &gate{open: make(chan struct{})}
 	var local *queue.Local
-	a, err := app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"),
-		Senders: func(h queue.Host) (message.Sender, error) {
-			q, l, err := queue.InProcess(h, g, 1, queue.Options{MaxDepth: 1})
-			local = l
-			return q, err
-		}}, cfg, app.Keys{Signing: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { close(g.open); a.Close(); local.Close() })
-	h := &harness{app: a}
+	h := &harness{app: startApp(t, app.Settings{Senders: func(h queue.Host) (message.Sender, error) {
+		q, l, err := queue.InProcess(h, g, 1, queue.Options{MaxDepth: 1})
+		local = l
+		return q, err
+	}})}
+	t.Cleanup(func() { close(g.open); local.Close() })
 	ctx := context.Background()
 	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.1"); w.Code != 202 {
 		t.Fatalf("the owner's send: %d %s", w.Code, w.Body)

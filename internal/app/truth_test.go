@@ -80,6 +80,16 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	h := &harness{a: &auth{login: func(context.Context) error { return nil }}, s: &sender{}}
+	h.app = startApp(t, app.Settings{Auth: h.a, Senders: func(queue.Host) (message.Sender, error) { return h.s, nil }})
+	return h
+}
+
+// startApp is the composed server of s on a redis-server of its own, with
+// the default configuration behind the trusted proxies 192.0.2.0/24 and a
+// store timeout of 10s; the test closes it.
+func startApp(t *testing.T, s app.Settings) *app.App {
+	t.Helper()
 	rs, err := redistest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -87,19 +97,18 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(rs.Close)
 	rdb := rs.Client()
 	t.Cleanup(func() { rdb.Close() })
-	h := &harness{a: &auth{login: func(context.Context) error { return nil }}, s: &sender{}}
 	_, key, _ := ed25519.GenerateKey(nil)
 	cfg, err := config.Parse([]byte("network: {trustedProxies: [192.0.2.0/24]}\nstore: {timeout: 10s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.app, err = app.New(context.Background(), app.Settings{Redis: rdb, Secret: []byte("0123456789abcdef0123"), Auth: h.a,
-		Senders: func(queue.Host) (message.Sender, error) { return h.s, nil }}, cfg, app.Keys{Signing: key})
+	s.Redis, s.Secret = rdb, []byte("0123456789abcdef0123")
+	a, err := app.New(context.Background(), s, cfg, app.Keys{Signing: key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(h.app.Close)
-	return h
+	t.Cleanup(a.Close)
+	return a
 }
 
 func (h *harness) post(ctx context.Context, path, body, ip string) *httptest.ResponseRecorder {
