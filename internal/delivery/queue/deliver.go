@@ -126,7 +126,7 @@ func (d *Deliverer) deliverBody(ctx context.Context, body string, receive int, t
 // JobBackend's), its claim asked for under token: empty, a new one (see
 // Ledger.Claim).
 func (d *Deliverer) deliver(ctx context.Context, job Job, receive int, token string) (Outcome, time.Duration) {
-	claim, token, err := d.ledger.Claim(ctx, job.Key, job.ID, job.Expires, d.lease, token)
+	claim, token, err := d.claim(ctx, job, token)
 	if err != nil {
 		d.log.WarnContext(ctx, "the queue's ledger does not answer", "err", err)
 		return Retry, Backoff(receive) // nothing claimed, nothing to give back
@@ -165,6 +165,34 @@ func (d *Deliverer) deliver(ctx context.Context, job Job, receive int, token str
 	}
 	d.finish(ctx, job, token, "dead", true)
 	return Dead, 0
+}
+
+// claimRetries are the waits before a claim is asked again, within one
+// attempt, after its answer was lost.
+var claimRetries = [...]time.Duration{50 * time.Millisecond, 250 * time.Millisecond}
+
+// claim asks the ledger for job's claim under token (a new one when
+// empty) and, when no answer comes, asks again under the same token: the
+// claim may have been made with its reply lost, and a new token would
+// find it busy for the whole lease (a minute's delay, seen by an outside
+// review). Within one attempt this deliverer alone holds the token, so
+// asking twice with it is safe (see Ledger.Claim).
+func (d *Deliverer) claim(ctx context.Context, job Job, token string) (Claim, string, error) {
+	if token == "" {
+		token = newID()
+	}
+	claim, held, err := d.ledger.Claim(ctx, job.Key, job.ID, job.Expires, d.lease, token)
+	for _, wait := range claimRetries {
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			claim, held, err = d.ledger.Claim(ctx, job.Key, job.ID, job.Expires, d.lease, token)
+		}
+	}
+	return claim, held, err
 }
 
 // neverDelivered ends a job whose claim found it superseded or expired

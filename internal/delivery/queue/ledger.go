@@ -119,9 +119,10 @@ return 'claimed'
 // ms), under token (a new one when empty). When Claimed (or ClaimExpired:
 // claimed, never to be sent), token ends the claim (Settle); a claim
 // lapses by itself after lease. A claim already this token's is claimed
-// again: only a consumer that alone holds the message (the in-process
-// queue's worker) may ask twice with one token; every SQS receive asks
-// with a new one, since two consumers may hold the same message.
+// again: only a consumer that alone holds the message may ask twice with
+// one token (the in-process queue's worker, for all its attempts; an SQS
+// consumer, within one receive); every SQS receive asks with a new one,
+// since two consumers may hold the same message.
 func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease time.Duration, token string) (c Claim, _ string, err error) {
 	if token == "" {
 		token = newID()

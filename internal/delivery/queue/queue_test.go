@@ -551,6 +551,46 @@ func TestTheLocalQueueRetriesAClaimWhoseReplyWasLost(t *testing.T) {
 	}
 }
 
+// loseClaimReply is a go-redis hook that runs the first claim it sees
+// and then answers a timeout: done in Redis, the reply lost.
+type loseClaimReply struct{ lost atomic.Bool }
+
+func (h *loseClaimReply) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *loseClaimReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *loseClaimReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if c.Name() == "eval" && strings.Contains(fmt.Sprint(c.Args()...), "'busy'") && h.lost.CompareAndSwap(false, true) {
+				return context.DeadlineExceeded
+			}
+		}
+		return err
+	}
+}
+
+// TestAReceiveWhoseClaimReplyWasLostDeliversIt: an SQS receive whose
+// first claim is made in Redis but whose reply is lost asks again under
+// the same token within the attempt, and delivers. Under a new token the
+// message was busy for the claim's whole lease: the receive was retried
+// and the message arrived a minute late (found by an outside review).
+func TestAReceiveWhoseClaimReplyWasLostDeliversIt(t *testing.T) {
+	rdb := single.Client()
+	defer rdb.Close()
+	hook := &loseClaimReply{}
+	rdb.AddHook(hook)
+	r := newRig(t, rdb, queue.Options{})
+	m := job("+447946200201", "545454")
+	body := r.send(t, m)
+	out, wait := r.d.Deliver(context.Background(), body, 1)
+	if !hook.lost.Load() || out != queue.Delivered || r.sender.count() != 1 || r.sender.sent[0] != m {
+		t.Fatalf("lost %v: %s (wait %s), delivered %+v", hook.lost.Load(), out, wait, r.sender.sent)
+	}
+	if len(r.voided) != 0 {
+		t.Fatalf("a delivered message gave its send back: %v", r.voided)
+	}
+}
+
 // failOnce is a provider whose first send fails.
 type failOnce struct {
 	provider
