@@ -46,6 +46,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -131,6 +132,9 @@ type Queue struct {
 	macs    sync.Pool // HMAC-SHA256 under keyMAC
 	opts    Options
 	log     *slog.Logger
+	// depthWarned is when an unknown depth was last logged (Unix ns, this
+	// process's clock: it paces a log line, nothing else).
+	depthWarned atomic.Int64
 }
 
 // New returns the queue of h on b.
@@ -202,8 +206,11 @@ func (q *Queue) push(ctx context.Context, job Job) error {
 func (q *Queue) Room(ctx context.Context, ch message.Channel) error {
 	switch depth, err := q.backend.Depth(ctx); {
 	case err != nil:
-		// the cap fails open: a send is not refused for want of a count
-		q.log.WarnContext(ctx, "the delivery queue's depth is unknown; its cap is not applied", "err", err)
+		// the cap fails open: a send is not refused for want of a count.
+		// Said once a minute, not twice a send (the API asks, then Send).
+		if now, last := time.Now().UnixNano(), q.depthWarned.Load(); now-last >= int64(time.Minute) && q.depthWarned.CompareAndSwap(last, now) {
+			q.log.WarnContext(ctx, "the delivery queue's depth is unknown; its cap is not applied (said at most once a minute)", "err", err)
+		}
 	case depth >= q.opts.MaxDepth:
 		return &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
 	}

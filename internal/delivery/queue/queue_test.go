@@ -1,10 +1,12 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -87,9 +89,10 @@ type coalesced struct {
 
 // box is a Backend that keeps what is pushed.
 type box struct {
-	mu     sync.Mutex
-	bodies []string
-	depth  int64
+	mu       sync.Mutex
+	bodies   []string
+	depth    int64
+	depthErr error
 }
 
 func (b *box) Push(_ context.Context, body string) error {
@@ -99,7 +102,7 @@ func (b *box) Push(_ context.Context, body string) error {
 	return nil
 }
 
-func (b *box) Depth(context.Context) (int64, error) { return b.depth, nil }
+func (b *box) Depth(context.Context) (int64, error) { return b.depth, b.depthErr }
 
 func (b *box) last() string {
 	b.mu.Lock()
@@ -374,6 +377,31 @@ func TestAFullQueueRefusesWithAWait(t *testing.T) {
 	}
 	if len(r.box.bodies) != 1 {
 		t.Fatal("a refused send was queued")
+	}
+}
+
+// TestAnUnknownDepthIsLoggedOnceAMinute: when the queue's depth cannot
+// be read (SQS's attribute call failing), sends are still queued (the cap
+// fails open) and the warning is logged once, not twice for every send.
+func TestAnUnknownDepthIsLoggedOnceAMinute(t *testing.T) {
+	var logs bytes.Buffer
+	b := &box{depthErr: errors.New("GetQueueAttributes: HTTP 500")}
+	q, err := queue.New(queue.Host{Redis: single.Client(), Secret: secret, Void: func(context.Context, string) error { return nil },
+		Log: slog.New(slog.NewTextHandler(&logs, nil))}, b, queue.Options{MaxDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		m := job(fmt.Sprint("+44794600010", i), "123456")
+		if err := q.Room(context.Background(), m.Channel); err != nil {
+			t.Fatalf("room with the depth unknown: %v", err)
+		}
+		if err := q.Send(context.Background(), m); err != nil {
+			t.Fatalf("a send with the depth unknown: %v", err)
+		}
+	}
+	if n := strings.Count(logs.String(), "depth is unknown"); n != 1 || len(b.bodies) != 5 {
+		t.Fatalf("%d warnings for 5 sends (want 1), %d queued:\n%s", n, len(b.bodies), logs.String())
 	}
 }
 
