@@ -161,3 +161,50 @@ func TestASendRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
 		t.Fatalf("the owner's code after a refused send: %d %s", w.Code, w.Body)
 	}
 }
+
+// confirming is an authenticator whose accounts are confirmed by a code
+// (as the local users are): a signup sends a code of purpose signup.
+type confirming struct{ auth }
+
+func (*confirming) Confirm(context.Context, string) error { return nil }
+
+// TestASignupRefusedForAFullQueueLeavesTheOwnersCode: a signup's code
+// asks the queue for room before it replaces the one the address's owner
+// has: a stranger's signups for that address while the queue is full
+// (answered 202, as every signup is) leave the owner's code verifying.
+func TestASignupRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
+	g := &gate{open: make(chan struct{})}
+	var local *queue.Local
+	h := &harness{app: startApp(t, app.Settings{Auth: &confirming{}, Senders: func(h queue.Host) (message.Sender, error) {
+		q, l, err := queue.InProcess(h, g, 1, queue.Options{MaxDepth: 1})
+		local = l
+		return q, err
+	}})}
+	t.Cleanup(func() { close(g.open); local.Close() })
+	ctx := context.Background()
+	signup := `{"email":"ann@example.com","password":"a long enough passphrase"}`
+	if w := h.post(ctx, "/v1/signup", signup, "198.51.100.1"); w.Code != 202 {
+		t.Fatalf("the owner's signup: %d %s", w.Code, w.Body)
+	}
+	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"bob@example.com","purpose":"login"}`, "198.51.100.2"); w.Code != 202 {
+		t.Fatalf("another send: %d %s", w.Code, w.Body)
+	}
+	for deadline := time.Now().Add(5 * time.Second); g.n.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second message did not reach the provider")
+		}
+	}
+	if w := h.post(ctx, "/v1/signup", signup, "198.51.100.3"); w.Code != 202 {
+		t.Fatalf("a signup while the queue is full: %d %s, want 202 (no code sent)", w.Code, w.Body)
+	}
+	g.inbox.mu.Lock()
+	first := g.inbox.sent[0]
+	g.inbox.mu.Unlock()
+	if first.Purpose != "signup" {
+		t.Fatalf("the first message is %q's", first.Purpose)
+	}
+	body, _ := json.Marshal(map[string]string{"to": "ann@example.com", "purpose": "signup", "code": first.Code})
+	if w := h.post(ctx, "/v1/otp/verify", string(body), "198.51.100.4"); w.Code != 200 {
+		t.Fatalf("the owner's signup code after a refused signup: %d %s", w.Code, w.Body)
+	}
+}
