@@ -80,7 +80,8 @@ bench: redis-server valgrind
 	$(GO) test -run '^$$' -bench DenyCacheHit -benchmem -cpu 1,32 ./guard
 	$(GO) test -run '^$$' -bench SendHTTP -benchmem -benchtime 5000x ./internal/app
 	cd tests && $(GO) test -run '^$$' -bench Init -benchtime 21x ./lambda
-	cd tests && $(GO) test -run '^$$' -bench Warm -benchtime 200x ./lambda
+	cd tests && $(GO) test -run '^$$' -bench 'Warm/^(send|send-queued|deliver|verify|login)$$' -benchtime 200x ./lambda
+	cd tests && $(GO) test -run '^$$' -bench 'Warm/^send-queued-idle$$' -benchtime 20x ./lambda
 
 ## fuzz: each Go fuzz target for FUZZTIME (default 30s); make test runs their seed corpora
 FUZZTIME ?= 30s
