@@ -39,6 +39,7 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (mess
 			errs = append(errs, errors.New("DELIVERY_QUEUE_URL: required with DELIVERY_MODE queue"))
 		} else {
 			sqs = NewSQS(cfg, url)
+			sqs.Cap = maxDepth
 		}
 	}
 	maxWait := duration(getenv, "DELIVERY_MAX_WAIT", 2*time.Second, &errs)
