@@ -27,21 +27,7 @@ import (
 // sends while more than DELIVERY_QUEUE_MAX_DEPTH wait.
 func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (message.Sender, error), error) {
 	var errs []error
-	mode := getenv("DELIVERY_MODE")
-	if mode != "" && mode != "direct" && mode != "queue" {
-		errs = append(errs, fmt.Errorf("DELIVERY_MODE: want direct or queue, got %q", mode))
-	}
-	var sqs *SQS
-	var maxDepth int64
-	if mode == "queue" {
-		maxDepth = positive(getenv, "DELIVERY_QUEUE_MAX_DEPTH", 6000, &errs)
-		if url := getenv("DELIVERY_QUEUE_URL"); url == "" {
-			errs = append(errs, errors.New("DELIVERY_QUEUE_URL: required with DELIVERY_MODE queue"))
-		} else {
-			sqs = NewSQS(cfg, url)
-			sqs.Cap = maxDepth
-		}
-	}
+	sqs := queueOf(getenv, cfg, &errs)
 	maxWait := duration(getenv, "DELIVERY_MAX_WAIT", 2*time.Second, &errs)
 	timeout := duration(getenv, "PROVIDER_TIMEOUT", 5*time.Second, &errs)
 	var emailRate, smsRate int64
@@ -65,7 +51,7 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (mess
 	}
 	return func(h queue.Host) (message.Sender, error) {
 		if sqs != nil {
-			return queue.New(h, sqs, queue.Options{MaxDepth: maxDepth, Rate: map[message.Channel]int64{message.Email: emailRate, message.SMS: smsRate}})
+			return queue.New(h, sqs, queue.Options{MaxDepth: sqs.Cap, Rate: map[message.Channel]int64{message.Email: emailRate, message.SMS: smsRate}})
 		}
 		by := api.ByChannel{}
 		for ch, s := range map[message.Channel]struct {
@@ -84,6 +70,28 @@ func Senders(getenv func(string) string, cfg aws.Config) (func(queue.Host) (mess
 		}
 		return by, nil
 	}, nil
+}
+
+// queueOf is the SQS queue of DELIVERY_MODE queue (its Cap
+// DELIVERY_QUEUE_MAX_DEPTH), or nil in direct mode.
+func queueOf(getenv func(string) string, cfg aws.Config, errs *[]error) *SQS {
+	switch mode := getenv("DELIVERY_MODE"); mode {
+	case "", "direct":
+		return nil
+	case "queue":
+	default:
+		*errs = append(*errs, fmt.Errorf("DELIVERY_MODE: want direct or queue, got %q", mode))
+		return nil
+	}
+	maxDepth := positive(getenv, "DELIVERY_QUEUE_MAX_DEPTH", 6000, errs)
+	url := getenv("DELIVERY_QUEUE_URL")
+	if url == "" {
+		*errs = append(*errs, errors.New("DELIVERY_QUEUE_URL: required with DELIVERY_MODE queue"))
+		return nil
+	}
+	sqs := NewSQS(cfg, url)
+	sqs.Cap = maxDepth
+	return sqs
 }
 
 func positive(getenv func(string) string, name string, def int64, errs *[]error) int64 {

@@ -2,9 +2,11 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,5 +203,38 @@ func TestADepthAtTheCapIsReadBeforeTheSend(t *testing.T) {
 	s.set(func(s *sqsDepths) { s.depth = 0 }) // drained
 	if n, err := q.Depth(ctx); n != 0 || err != nil {
 		t.Fatalf("at the cap (9 read, 1 queued since), the queue drained: %d %v, want 0 read on the send's path", n, err)
+	}
+}
+
+// TestTheQueuesSettingsAreRead: DELIVERY_MODE picks the queue, whose cap
+// is DELIVERY_QUEUE_MAX_DEPTH (6000 by default); a wrong setting is named.
+func TestTheQueuesSettingsAreRead(t *testing.T) {
+	cfg := awsfake.Config("http://127.0.0.1:1")
+	for _, c := range []struct {
+		env     map[string]string
+		cap     int64 // 0: no queue
+		problem string
+	}{
+		{map[string]string{}, 0, ""},
+		{map[string]string{"DELIVERY_MODE": "direct"}, 0, ""},
+		{map[string]string{"DELIVERY_MODE": "queue", "DELIVERY_QUEUE_URL": "http://q"}, 6000, ""},
+		{map[string]string{"DELIVERY_MODE": "queue", "DELIVERY_QUEUE_URL": "http://q", "DELIVERY_QUEUE_MAX_DEPTH": "25"}, 25, ""},
+		{map[string]string{"DELIVERY_MODE": "queued"}, 0, "DELIVERY_MODE"},
+		{map[string]string{"DELIVERY_MODE": "queue"}, 0, "DELIVERY_QUEUE_URL"},
+		{map[string]string{"DELIVERY_MODE": "queue", "DELIVERY_QUEUE_URL": "http://q", "DELIVERY_QUEUE_MAX_DEPTH": "0"}, 0, "DELIVERY_QUEUE_MAX_DEPTH"},
+	} {
+		var errs []error
+		q := queueOf(func(k string) string { return c.env[k] }, cfg, &errs)
+		err := errors.Join(errs...)
+		switch {
+		case c.problem != "":
+			if err == nil || !strings.Contains(err.Error(), c.problem) {
+				t.Errorf("%v: %v, want an error naming %s", c.env, err, c.problem)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", c.env, err)
+		case c.cap == 0 && q != nil, c.cap > 0 && (q == nil || q.Cap != c.cap || q.url != c.env["DELIVERY_QUEUE_URL"]):
+			t.Errorf("%v: queue %+v, want cap %d", c.env, q, c.cap)
+		}
 	}
 }
