@@ -48,9 +48,26 @@ type Queuer interface {
 // Roomer is a Sender that can be full (the queue over its depth cap):
 // Room answers the error Send would answer now for a message of ch (a
 // *Full), or nil. A send asks before it replaces the address's code, so a
-// send refused for want of room leaves the code the owner has.
+// send refused for want of room leaves the code the owner has; it then
+// sends under WithRoomChecked, and Send does not ask again.
 type Roomer interface {
 	Room(ctx context.Context, ch message.Channel) error
+}
+
+type roomCheckedKey struct{}
+
+// WithRoomChecked tells a Roomer's Send that its caller asked for room
+// (Room) before it stored the message's code: Send does not ask again. A
+// second answer, from a depth read again in between, could refuse the
+// message after its code had replaced the one the owner has.
+func WithRoomChecked(ctx context.Context) context.Context {
+	return context.WithValue(ctx, roomCheckedKey{}, true)
+}
+
+// RoomChecked reports whether ctx carries WithRoomChecked.
+func RoomChecked(ctx context.Context) bool {
+	checked, _ := ctx.Value(roomCheckedKey{}).(bool)
+	return checked
 }
 
 // Authenticator checks credentials and creates accounts for /v1/login and

@@ -274,7 +274,7 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 		msg.Slot, msg.Version = codeSlot(dest, "signup"), version
 	}
 	if err == nil {
-		err = s.Sender.Send(ctx, msg)
+		err = s.Sender.Send(WithRoomChecked(ctx), msg) // room was asked for above
 	}
 	if err != nil {
 		s.Log.ErrorContext(ctx, "signup code", "err", err)

@@ -208,3 +208,67 @@ func TestASignupRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
 		t.Fatalf("the owner's signup code after a refused signup: %d %s", w.Code, w.Body)
 	}
 }
+
+// filling is a queue backend (in process: it keeps the jobs as they
+// are) whose depth is 0 for its next `room` reads, then its cap: the
+// queue fills between a send's room check and its Send (other
+// containers' sends, a depth read again in between).
+type filling struct {
+	mu   sync.Mutex
+	jobs []queue.Job
+	room int
+}
+
+func (f *filling) Push(context.Context, string) error { panic("an in-process backend is given jobs") }
+
+func (f *filling) PushJob(_ context.Context, j queue.Job) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.jobs = append(f.jobs, j)
+	return nil
+}
+
+func (f *filling) Depth(context.Context) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.room > 0 {
+		f.room--
+		return 0, nil
+	}
+	return 1, nil
+}
+
+// TestASendTheQueueHadRoomForIsQueued: a send asks the queue for room
+// once, before it replaces the address's code; queued after that, it is
+// never refused (the cap is soft). The outside review of the depth read
+// beside the sends found the second check refusing such a send with its
+// code already replaced: the owner's code spoiled, and no message.
+func TestASendTheQueueHadRoomForIsQueued(t *testing.T) {
+	f := &filling{}
+	h := &harness{app: startApp(t, app.Settings{Auth: &confirming{}, Senders: func(h queue.Host) (message.Sender, error) {
+		return queue.New(h, f, queue.Options{MaxDepth: 1})
+	}})}
+	ctx := context.Background()
+	for _, path := range []struct{ url, body string }{
+		{"/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`},
+		{"/v1/signup", `{"email":"bob@example.com","password":"a long enough passphrase"}`},
+	} {
+		f.mu.Lock()
+		f.room, f.jobs = 1, nil // room for the send's own check, full after it
+		f.mu.Unlock()
+		if w := h.post(ctx, path.url, path.body, "198.51.100.1"); w.Code != 202 {
+			t.Fatalf("%s with room at its check: %d %s", path.url, w.Code, w.Body)
+		}
+		f.mu.Lock()
+		jobs := f.jobs
+		f.mu.Unlock()
+		if len(jobs) != 1 {
+			t.Fatalf("%s: %d messages queued, want its code's", path.url, len(jobs))
+		}
+		m := jobs[0].Message
+		body, _ := json.Marshal(map[string]string{"to": m.To, "purpose": m.Purpose, "code": m.Code})
+		if w := h.post(ctx, "/v1/otp/verify", string(body), "198.51.100.2"); w.Code != 200 {
+			t.Fatalf("%s: the queued code: %d %s", path.url, w.Code, w.Body)
+		}
+	}
+}

@@ -52,6 +52,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/guard/store"
 )
@@ -162,10 +163,15 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 }
 
 // Send queues m (implements message.Sender). Errors wrap
-// message.ErrUnavailable; a full queue's is a *Full.
+// message.ErrUnavailable; a full queue's is a *Full, unless the caller
+// asked for room before it stored m's code (api.WithRoomChecked): then m
+// is queued whatever the depth now (the cap is soft), never refused after
+// its code replaced the owner's.
 func (q *Queue) Send(ctx context.Context, m message.Message) error {
-	if err := q.Room(ctx, m.Channel); err != nil {
-		return err
+	if !api.RoomChecked(ctx) {
+		if err := q.Room(ctx, m.Channel); err != nil {
+			return err
+		}
 	}
 	ttl := m.TTL
 	if ttl <= 0 {

@@ -378,6 +378,11 @@ func TestAFullQueueRefusesWithAWait(t *testing.T) {
 	if len(r.box.bodies) != 1 {
 		t.Fatal("a refused send was queued")
 	}
+	// a caller that asked for room before it stored the code is not
+	// refused after it: the message is queued over the cap
+	if err := r.q.Send(api.WithRoomChecked(context.Background()), job("+447946000009", "123456")); err != nil || len(r.box.bodies) != 2 {
+		t.Fatalf("a send whose room was checked: %v, %d queued", err, len(r.box.bodies))
+	}
 }
 
 // TestAnUnknownDepthIsLoggedOnceAMinute: when the queue's depth cannot
