@@ -87,8 +87,9 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg.Slot, msg.Version = codeSlot(dest, in.Purpose), version
-	msg.Receipt = s.Guard.VoidReceipt(rec.decision)                  // a queued message given up on gives the send back
-	if err := s.Sender.Send(WithRoomChecked(ctx), msg); err != nil { // issue asked for room
+	msg.Receipt = s.Guard.VoidReceipt(rec.decision) // a queued message given up on gives the send back
+	// issue asked for room: Send does not ask again
+	if err := s.Sender.Send(WithRoomChecked(ctx), msg); err != nil {
 		s.sendFailed(ctx, w, rec, req, dest, err)
 		return
 	}
