@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -17,9 +18,9 @@ import (
 // SQS is the delivery queue (DeliveryMode queue) over SQS's query
 // protocol, signed with the SDK's SigV4 signer like Publish: SendMessage
 // for the functions that queue, GetQueueAttributes for the queue's depth
-// (read at most once a second per container, off the send's path once
-// known: see Depth), and ChangeMessageVisibility for the consumer's
-// backoff. The event source mapping receives and deletes.
+// (read at most once a second per container, beside the send once known:
+// see Depth), and ChangeMessageVisibility for the consumer's backoff. The
+// event source mapping receives and deletes.
 type SQS struct {
 	*awsjson.Signed
 	url string
@@ -31,26 +32,20 @@ type SQS struct {
 	// read. 0: none.
 	Cap int64
 
-	mu         sync.Mutex
-	depth      int64
-	depthErr   error
-	depthRead  time.Time // the last read's end, failed or not; zero: none yet
-	pushed     int64     // by this container since the depth was read
-	refreshing bool      // a read off the send's path is under way
-	failures   int       // reads failed in a row
+	mu        sync.Mutex
+	depth     int64
+	depthErr  error
+	depthRead time.Time // when the read in force ended: fresh for every
+	readFrom  time.Time // when the read in force began: a read begun before it never replaces it
+	known     bool      // the read in force succeeded
+	pushed    int64     // by this container since the read in force
+	beside    time.Time // when the read beside the sends began; zero: none under way
 }
 
 // NewSQS returns the queue at queueURL, in cfg's region.
 func NewSQS(cfg aws.Config, queueURL string) *SQS {
 	return &SQS{Signed: awsjson.NewSigned(cfg, "sqs", 5*time.Second), url: queueURL, every: time.Second}
 }
-
-// refreshFailures is how many reads off the send's path fail in a row
-// before the depth is reported unknown (the cap not applied, logged)
-// and read on the send's path again. One failure is not enough: a
-// Lambda container frozen between invocations can find a read it began
-// timed out when it thaws.
-const refreshFailures = 3
 
 func (q *SQS) call(ctx context.Context, form url.Values, out any) error {
 	form.Set("Version", "2012-11-05")
@@ -87,64 +82,63 @@ func (q *SQS) Push(ctx context.Context, body string) error {
 
 // Depth implements queue.Backend: the messages waiting, in flight and
 // delayed, as GetQueueAttributes had them, plus what this container
-// queued since (a burst within the second counts). The first read, a
-// read after the last one failed, and a read when the last depth is at
-// or above Cap, is made on the caller's path; otherwise a read older
-// than a second is answered at once and read again beside the send (one
-// read at a time), so a send of a quiet container does not wait for a
-// second SQS call before its SendMessage. A container that was idle
-// admits its first message on the depth it read last, plus its own
-// sends: it may admit that one message over the cap (the cap is soft:
-// see docs/delivery.md), but it refuses none on an old read.
+// queued since (a burst within the second counts). A read is fresh for a
+// second. After that, when the last read succeeded and is below Cap, it
+// is answered at once and read again beside the send (one such read at a
+// time), so a send of a quiet container does not wait for a second SQS
+// call before its SendMessage. Otherwise the depth is read on the
+// caller's path: the first read of a container, after a read that failed
+// (which is reported at once: the cap is not applied, and logged), at or
+// above Cap (a send is never refused on an old read), and while a read
+// beside the sends has taken longer than a second (SQS slow: its old
+// answer is not kept on for long). A read begun before the one in force
+// never replaces it. So a container that was idle may admit a message or
+// two on its last read over the cap (the cap is soft: see
+// docs/delivery.md).
 func (q *SQS) Depth(ctx context.Context) (int64, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	fresh := time.Since(q.depthRead) < q.every
-	if !fresh && !q.depthRead.IsZero() && q.depthErr == nil && (q.Cap <= 0 || q.depth+q.pushed < q.Cap) {
-		if !q.refreshing {
-			q.refreshing = true
-			go q.refresh(context.WithoutCancel(ctx), q.pushed)
+	now := time.Now()
+	switch {
+	case now.Sub(q.depthRead) < q.every:
+	case q.known && (q.Cap <= 0 || q.depth+q.pushed < q.Cap) && (q.beside.IsZero() || now.Sub(q.beside) < q.every):
+		if q.beside.IsZero() {
+			q.beside = now
+			go q.readBeside(context.WithoutCancel(ctx), now)
 		}
-		fresh = true
-	}
-	if !fresh {
+	default:
 		n, err := q.readDepth(ctx)
-		q.read(n, err, q.pushed)
+		q.land(now, n, err)
 	}
 	return q.depth + q.pushed, q.depthErr
 }
 
-// refresh reads the depth off the send's path; pushed is what this
-// container had queued when it began (the read counts those).
-func (q *SQS) refresh(ctx context.Context, pushed int64) {
+// readBeside reads the depth off the send's path, begun at began.
+func (q *SQS) readBeside(ctx context.Context, began time.Time) {
 	n, err := q.readDepth(ctx)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.refreshing = false
-	if err != nil && q.failures+1 < refreshFailures {
-		q.failures++
-		q.depthRead = time.Now() // the last depth stands; again in a second
-		return
+	if q.beside.Equal(began) {
+		q.beside = time.Time{}
 	}
-	q.read(n, err, pushed)
+	q.land(began, n, err)
 }
 
-// read records a read of n (or its failure) that began when this
-// container had queued pushed messages. Under q.mu.
-func (q *SQS) read(n int64, err error, pushed int64) {
-	q.depthRead = time.Now()
-	q.depthErr = err
-	if err != nil {
-		q.failures++
-		q.depth, q.pushed = 0, 0
-		return
+// land records a read begun at began: n, or its failure. Under q.mu.
+func (q *SQS) land(began time.Time, n int64, err error) {
+	if began.Before(q.readFrom) {
+		return // a later read is in force
 	}
-	q.failures = 0
-	q.depth = n
-	q.pushed -= min(pushed, q.pushed) // those queued while it read may be in n too: counted twice, towards refusing
+	q.readFrom, q.depthRead = began, time.Now()
+	q.depthErr, q.known = err, err == nil
+	q.depth, q.pushed = n, 0
+	// (what this container queued while a read beside the sends was under
+	// way is taken as counted in n: never counted twice towards refusing)
 }
 
-// readDepth is one GetQueueAttributes call.
+// readDepth is one GetQueueAttributes call: the sum of its three counts,
+// each a whole number in [0, 2^40) (SQS's are far below): an answer
+// outside that is an error, never a depth that refuses every send or none.
 func (q *SQS) readDepth(ctx context.Context) (int64, error) {
 	var out struct {
 		Attributes []struct{ Name, Value string } `xml:"GetQueueAttributesResult>Attribute"`
@@ -156,8 +150,14 @@ func (q *SQS) readDepth(ctx context.Context) (int64, error) {
 	}
 	var depth int64
 	for _, a := range out.Attributes {
-		n, _ := strconv.ParseInt(a.Value, 10, 64)
+		n, err := strconv.ParseInt(a.Value, 10, 64)
+		if err != nil || n < 0 || n >= 1<<40 {
+			return 0, fmt.Errorf("sqs GetQueueAttributes: %s is %q, not a count", a.Name, a.Value)
+		}
 		depth += n
+	}
+	if len(out.Attributes) == 0 {
+		return 0, errors.New("sqs GetQueueAttributes: no count in the answer")
 	}
 	return depth, nil
 }

@@ -14,14 +14,15 @@ import (
 	"github.com/otpguard/otpguard/internal/testonly/awsfake"
 )
 
-// sqsDepths answers GetQueueAttributes with its depth (or a 500 while
-// failing), holding each answer while held is set, and SendMessage with
-// an empty success.
+// sqsDepths answers GetQueueAttributes with the depth it has when asked
+// (or a 500 while failing, or body when set), the next read held until
+// hold closes when hold is set; SendMessage with an empty success.
 type sqsDepths struct {
 	mu      sync.Mutex
 	depth   int
 	failing bool
-	held    chan struct{} // while not nil, a depth read waits for it to close
+	body    string
+	hold    chan struct{} // taken by the next read, which answers once it closes
 	reads   int
 }
 
@@ -33,22 +34,31 @@ func (s *sqsDepths) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.reads++
-	held := s.held
+	hold, depth, failing, body := s.hold, s.depth, s.failing, s.body
+	s.hold = nil
 	s.mu.Unlock()
-	if held != nil {
-		<-held
+	if hold != nil {
+		<-hold
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failing {
+	switch {
+	case failing:
 		w.WriteHeader(http.StatusInternalServerError)
 		fmt.Fprint(w, `<ErrorResponse><Error><Code>InternalError</Code></Error></ErrorResponse>`)
-		return
+	case body != "":
+		fmt.Fprint(w, body)
+	default:
+		fmt.Fprint(w, depthAnswer(fmt.Sprint(depth), "0"))
 	}
-	fmt.Fprintf(w, `<GetQueueAttributesResponse><GetQueueAttributesResult>`+
-		`<Attribute><Name>ApproximateNumberOfMessages</Name><Value>%d</Value></Attribute>`+
-		`<Attribute><Name>ApproximateNumberOfMessagesNotVisible</Name><Value>0</Value></Attribute>`+
-		`</GetQueueAttributesResult></GetQueueAttributesResponse>`, s.depth)
+}
+
+func depthAnswer(values ...string) string {
+	var b strings.Builder
+	b.WriteString(`<GetQueueAttributesResponse><GetQueueAttributesResult>`)
+	for i, v := range values {
+		fmt.Fprintf(&b, `<Attribute><Name>ApproximateNumberOf%d</Name><Value>%s</Value></Attribute>`, i, v)
+	}
+	b.WriteString(`</GetQueueAttributesResult></GetQueueAttributesResponse>`)
+	return b.String()
 }
 
 func (s *sqsDepths) set(f func(*sqsDepths)) {
@@ -57,14 +67,32 @@ func (s *sqsDepths) set(f func(*sqsDepths)) {
 	f(s)
 }
 
-// staleQueue is an SQS whose depth reads are never fresh: every Depth
-// after the first known one reads again.
-func staleQueue(t *testing.T, s *sqsDepths) *SQS {
+// held makes the next read wait; release (also at the test's end) lets
+// it answer.
+func (s *sqsDepths) held(t *testing.T) (release func()) {
+	hold := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release) // a failed test leaves no read held
+	s.set(func(s *sqsDepths) { s.hold = hold })
+	return release
+}
+
+// testQueue is an SQS on s whose reads stay fresh for an hour (stale
+// makes the one in force old), its cap capacity (0: none).
+func testQueue(t *testing.T, s *sqsDepths, capacity int64) *SQS {
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	q := NewSQS(awsfake.Config(srv.URL), srv.URL+"/100010001000/delivery")
-	q.every = 0
+	q.every, q.Cap = time.Hour, capacity
 	return q
+}
+
+// stale makes the read in force more than a second old.
+func stale(q *SQS) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.depthRead = time.Time{}
 }
 
 // depthWithin is q.Depth, failing the test if it waits for SQS.
@@ -85,56 +113,106 @@ func depthWithin(t *testing.T, q *SQS) (int64, error) {
 	}
 }
 
-// settled waits for q's read off the send's path to end.
+// settled waits for q's read beside the sends to end.
 func settled(t *testing.T, q *SQS) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		q.mu.Lock()
-		busy := q.refreshing
+		busy := !q.beside.IsZero()
 		q.mu.Unlock()
 		if !busy {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the depth read off the send's path never ended")
+			t.Fatal("the depth read beside the sends never ended")
 		}
 	}
+}
+
+// taken waits for the held read to reach SQS (a read beside the sends
+// begins on a goroutine of its own).
+func (s *sqsDepths) taken(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var waiting bool
+		s.set(func(s *sqsDepths) { waiting = s.hold != nil })
+		if !waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no read reached SQS")
+		}
+	}
+}
+
+func reads(s *sqsDepths) (n int) {
+	s.set(func(s *sqsDepths) { n = s.reads })
+	return n
 }
 
 // TestAKnownDepthIsAnsweredWithoutWaitingForSQS: once the queue's depth
 // is known, a send does not wait for SQS to read it again (a second SQS
 // call before every send of a quiet container): the last depth, plus
-// what this container queued since, is answered at once and the next
-// send sees the new read. A message queued while it reads stays counted.
+// what this container queued since, is answered at once, and the next
+// send sees the new read. A message this container queued while SQS read
+// is taken as counted in the read: never twice, which refused a send one
+// under the cap (found by the outside review).
 func TestAKnownDepthIsAnsweredWithoutWaitingForSQS(t *testing.T) {
-	s := &sqsDepths{depth: 5}
-	q := staleQueue(t, s)
+	s := &sqsDepths{depth: 8}
+	q := testQueue(t, s, 10)
 	ctx := context.Background()
-	if n, err := q.Depth(ctx); n != 5 || err != nil {
-		t.Fatalf("the first read: %d %v, want 5", n, err)
+	if n, err := q.Depth(ctx); n != 8 || err != nil {
+		t.Fatalf("the first read: %d %v, want 8", n, err)
 	}
-	held := make(chan struct{})
-	var release sync.Once
-	t.Cleanup(func() { release.Do(func() { close(held) }) }) // a failed test leaves no read held
-	s.set(func(s *sqsDepths) { s.held, s.depth = held, 40 })
-	if n, err := depthWithin(t, q); n != 5 || err != nil {
-		t.Fatalf("while SQS reads: %d %v, want the last depth, 5", n, err)
+	stale(q)
+	release := s.held(t)
+	s.set(func(s *sqsDepths) { s.depth = 9 }) // the push below, as SQS counts it
+	if n, err := depthWithin(t, q); n != 8 || err != nil {
+		t.Fatalf("while SQS reads: %d %v, want the last depth, 8", n, err)
 	}
+	s.taken(t)
 	if err := q.Push(ctx, "sealed"); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := depthWithin(t, q); n != 6 {
-		t.Fatalf("after a push while SQS reads: %d, want 6", n)
+	if n, _ := depthWithin(t, q); n != 9 {
+		t.Fatalf("after a push while SQS reads: %d, want 9", n)
 	}
-	s.set(func(s *sqsDepths) { s.held = nil })
-	release.Do(func() { close(held) })
+	release()
 	settled(t, q)
-	if n, _ := depthWithin(t, q); n != 41 {
-		t.Fatalf("after the read: %d, want its 40 and the push made while it read", n)
+	if n, err := depthWithin(t, q); n != 9 || err != nil {
+		t.Fatalf("after the read: %d %v, want its 9 (the push counted once)", n, err)
 	}
+}
+
+// TestAnOlderReadNeverReplacesANewerOne: a read beside the sends that
+// answers after a read begun later (on a send's path, the queue at the
+// cap) changes nothing: the outside review saw its old depth put back in
+// force, refusing sends for a second while the queue was empty.
+func TestAnOlderReadNeverReplacesANewerOne(t *testing.T) {
+	s := &sqsDepths{depth: 9}
+	q := testQueue(t, s, 10)
+	ctx := context.Background()
+	if n, err := q.Depth(ctx); n != 9 || err != nil {
+		t.Fatalf("the first read: %d %v", n, err)
+	}
+	stale(q)
+	release := s.held(t)
+	s.set(func(s *sqsDepths) { s.depth = 10 })
+	if n, _ := depthWithin(t, q); n != 9 {
+		t.Fatalf("while SQS reads: %d, want 9", n)
+	}
+	s.taken(t)
+	if err := q.Push(ctx, "sealed"); err != nil {
+		t.Fatal(err)
+	}
+	s.set(func(s *sqsDepths) { s.depth = 0 }) // drained
+	if n, err := depthWithin(t, q); n != 0 || err != nil {
+		t.Fatalf("at the cap: %d %v, want 0 read on the send's path", n, err)
+	}
+	release() // the older read answers 10
 	settled(t, q)
-	if n, _ := depthWithin(t, q); n != 40 {
-		t.Fatalf("after a read that began after the push: %d, want 40", n)
+	if n, err := q.Depth(ctx); n != 0 || err != nil {
+		t.Fatalf("after the older read answered: %d %v, want the newer 0", n, err)
 	}
 }
 
@@ -144,45 +222,66 @@ func TestAKnownDepthIsAnsweredWithoutWaitingForSQS(t *testing.T) {
 // reported (the cap is not applied) until a read succeeds.
 func TestAnUnknownDepthIsReadBeforeTheSend(t *testing.T) {
 	s := &sqsDepths{depth: 7000, failing: true}
-	q := staleQueue(t, s)
+	q := testQueue(t, s, 6000)
 	ctx := context.Background()
 	if _, err := q.Depth(ctx); err == nil {
 		t.Fatal("a failed first read reported no error")
 	}
+	stale(q)
 	s.set(func(s *sqsDepths) { s.failing = false })
 	if n, err := q.Depth(ctx); n != 7000 || err != nil {
 		t.Fatalf("read again after a failure: %d %v, want 7000 at once", n, err)
 	}
 }
 
-// TestDepthReadsFailingInARowReportItUnknown: reads off the send's path
-// that fail keep the last depth for two failures (a frozen container's
-// read can time out once), and the third reports the depth unknown; the
-// next send then reads it on its path.
-func TestDepthReadsFailingInARowReportItUnknown(t *testing.T) {
+// TestAFailedReadBesideTheSendsIsReportedAtOnce: a read beside the sends
+// that fails is reported by the next send (the cap not applied, logged),
+// and the one after it reads on its path: an old depth is not kept on
+// through failures.
+func TestAFailedReadBesideTheSendsIsReportedAtOnce(t *testing.T) {
 	s := &sqsDepths{depth: 12}
-	q := staleQueue(t, s)
+	q := testQueue(t, s, 0)
 	if n, err := q.Depth(context.Background()); n != 12 || err != nil {
 		t.Fatalf("the first read: %d %v", n, err)
 	}
+	stale(q)
 	s.set(func(s *sqsDepths) { s.failing = true })
-	for i := range 3 {
-		n, err := depthWithin(t, q)
-		settled(t, q)
-		if n != 12 || err != nil {
-			t.Fatalf("send %d, %d reads failed before it: %d %v, want the last depth", i+1, i, n, err)
-		}
+	if n, err := depthWithin(t, q); n != 12 || err != nil {
+		t.Fatalf("while SQS reads: %d %v, want the last depth", n, err)
 	}
+	settled(t, q)
 	if _, err := depthWithin(t, q); err == nil {
-		t.Fatal("after 3 failed reads in a row, no error")
+		t.Fatal("after a failed read, no error")
 	}
+	stale(q)
 	s.set(func(s *sqsDepths) { s.failing = false; s.depth = 3 })
-	var before, after int
-	s.set(func(s *sqsDepths) { before = s.reads })
-	n, err := q.Depth(context.Background())
-	s.set(func(s *sqsDepths) { after = s.reads })
-	if n != 3 || err != nil || after != before+1 {
-		t.Fatalf("read on the send's path: %d %v (%d reads), want 3 from one read", n, err, after-before)
+	before := reads(s)
+	if n, err := q.Depth(context.Background()); n != 3 || err != nil || reads(s) != before+1 {
+		t.Fatalf("after a failure: %d %v (%d reads), want 3 read on the send's path", n, err, reads(s)-before)
+	}
+}
+
+// TestASlowReadBesideTheSendsIsNotWaitedOnForLong: while a read beside
+// the sends has taken longer than a depth stays fresh (SQS slow), the
+// next send reads on its path: the old depth is not answered for as long
+// as SQS takes (the outside review saw ten sends admitted on it).
+func TestASlowReadBesideTheSendsIsNotWaitedOnForLong(t *testing.T) {
+	s := &sqsDepths{depth: 0}
+	q := testQueue(t, s, 10)
+	q.every = 50 * time.Millisecond
+	if n, err := q.Depth(context.Background()); n != 0 || err != nil {
+		t.Fatalf("the first read: %d %v", n, err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	s.held(t)
+	s.set(func(s *sqsDepths) { s.depth = 500 })
+	if n, _ := depthWithin(t, q); n != 0 {
+		t.Fatalf("while SQS reads: %d, want the last depth", n)
+	}
+	s.taken(t)
+	time.Sleep(60 * time.Millisecond)
+	if n, err := depthWithin(t, q); n != 500 || err != nil {
+		t.Fatalf("with the read beside the sends slower than a depth stays fresh: %d %v, want 500 read on the send's path", n, err)
 	}
 }
 
@@ -191,8 +290,7 @@ func TestDepthReadsFailingInARowReportItUnknown(t *testing.T) {
 // next send is not refused on the old read.
 func TestADepthAtTheCapIsReadBeforeTheSend(t *testing.T) {
 	s := &sqsDepths{depth: 9}
-	q := staleQueue(t, s)
-	q.Cap = 10
+	q := testQueue(t, s, 10)
 	ctx := context.Background()
 	if n, err := q.Depth(ctx); n != 9 || err != nil {
 		t.Fatalf("the first read: %d %v", n, err)
@@ -200,9 +298,32 @@ func TestADepthAtTheCapIsReadBeforeTheSend(t *testing.T) {
 	if err := q.Push(ctx, "sealed"); err != nil {
 		t.Fatal(err)
 	}
+	stale(q)
 	s.set(func(s *sqsDepths) { s.depth = 0 }) // drained
 	if n, err := q.Depth(ctx); n != 0 || err != nil {
 		t.Fatalf("at the cap (9 read, 1 queued since), the queue drained: %d %v, want 0 read on the send's path", n, err)
+	}
+}
+
+// TestADepthThatIsNoCountIsAnError: an answer whose counts are not whole
+// numbers in range, or that has none, is a failed read (the cap not
+// applied, logged), never a depth that refuses every send (a huge
+// number) or none (a negative one, a sum that wraps, a count read as 0).
+func TestADepthThatIsNoCountIsAnError(t *testing.T) {
+	for _, body := range []string{
+		depthAnswer("-1000"), depthAnswer("lots"), depthAnswer("12.0"), depthAnswer(""),
+		depthAnswer("9223372036854775807", "1"), depthAnswer("99999999999999999999"), depthAnswer(),
+		`<GetQueueAttributesResponse></GetQueueAttributesResponse>`,
+	} {
+		s := &sqsDepths{body: body}
+		q := testQueue(t, s, 10)
+		if n, err := q.Depth(context.Background()); err == nil {
+			t.Errorf("%s: %d, want an error", body, n)
+		}
+	}
+	s := &sqsDepths{body: depthAnswer("3", "4", "0")}
+	if n, err := testQueue(t, s, 10).Depth(context.Background()); n != 7 || err != nil {
+		t.Errorf("3 + 4 + 0: %d %v", n, err)
 	}
 }
 
