@@ -46,7 +46,6 @@ import (
 	"log/slog"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -126,16 +125,44 @@ func (f *Full) RetryIn() time.Duration { return f.After }
 
 // Queue is the sender of DeliveryMode queue: Send queues the message.
 type Queue struct {
-	backend Backend
-	ledger  *Ledger
-	seal    cipher.AEAD
-	keyMAC  []byte
-	macs    sync.Pool // HMAC-SHA256 under keyMAC
-	opts    Options
-	log     *slog.Logger
-	// depthWarned is when an unknown depth was last logged (Unix ns, this
-	// process's clock: it paces a log line, nothing else).
-	depthWarned atomic.Int64
+	backend  Backend
+	ledger   *Ledger
+	seal     cipher.AEAD
+	keyMAC   []byte
+	macs     sync.Pool // HMAC-SHA256 under keyMAC
+	opts     Options
+	log      *slog.Logger
+	depthLog depthLog
+}
+
+// depthLog paces the log lines of an unknown depth: the first failure,
+// then once a minute while it lasts; its end is logged, and a failure
+// after it is logged at once.
+type depthLog struct {
+	mu     sync.Mutex
+	at     time.Time // when a failure was last logged (this process's clock: it paces a log line, nothing else)
+	failed bool
+}
+
+// fail reports whether this failure is to be logged.
+func (l *depthLog) fail() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failed = true
+	if time.Since(l.at) >= time.Minute {
+		l.at = time.Now()
+		return true
+	}
+	return false
+}
+
+// recovered reports whether a failure ended with this read.
+func (l *depthLog) recovered() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	was := l.failed
+	l.failed, l.at = false, time.Time{}
+	return was
 }
 
 // New returns the queue of h on b.
@@ -210,14 +237,19 @@ func (q *Queue) push(ctx context.Context, job Job) error {
 // Room is the *Full a message of channel ch is refused with now, or nil
 // (implements api.Roomer): the API asks before it replaces a code.
 func (q *Queue) Room(ctx context.Context, ch message.Channel) error {
-	switch depth, err := q.backend.Depth(ctx); {
+	depth, err := q.backend.Depth(ctx)
+	switch {
 	case err != nil:
 		// the cap fails open: a send is not refused for want of a count.
-		// Said once a minute, not twice a send (the API asks, then Send).
-		if now, last := time.Now().UnixNano(), q.depthWarned.Load(); now-last >= int64(time.Minute) && q.depthWarned.CompareAndSwap(last, now) {
-			q.log.WarnContext(ctx, "the delivery queue's depth is unknown; its cap is not applied (said at most once a minute)", "err", err)
+		// Said once a minute while it lasts, not for every send.
+		if q.depthLog.fail() {
+			q.log.WarnContext(ctx, "the delivery queue's depth is unknown; its cap is not applied (said once a minute while it lasts)", "err", err)
 		}
-	case depth >= q.opts.MaxDepth:
+		return nil
+	case q.depthLog.recovered():
+		q.log.InfoContext(ctx, "the delivery queue's depth is known again; its cap applies")
+	}
+	if depth >= q.opts.MaxDepth {
 		return &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
 	}
 	return nil

@@ -387,7 +387,9 @@ func TestAFullQueueRefusesWithAWait(t *testing.T) {
 
 // TestAnUnknownDepthIsLoggedOnceAMinute: when the queue's depth cannot
 // be read (SQS's attribute call failing), sends are still queued (the cap
-// fails open) and the warning is logged once, not twice for every send.
+// fails open) and the warning is logged once, not twice for every send;
+// the failure's end is logged, and a failure after it at once (the first
+// outside review saw a second outage within the minute go unlogged).
 func TestAnUnknownDepthIsLoggedOnceAMinute(t *testing.T) {
 	var logs bytes.Buffer
 	b := &box{depthErr: errors.New("GetQueueAttributes: HTTP 500")}
@@ -407,6 +409,23 @@ func TestAnUnknownDepthIsLoggedOnceAMinute(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "depth is unknown"); n != 1 || len(b.bodies) != 5 {
 		t.Fatalf("%d warnings for 5 sends (want 1), %d queued:\n%s", n, len(b.bodies), logs.String())
+	}
+	// its end is logged, and another outage after it at once
+	b.depthErr = nil
+	for range 2 {
+		if err := q.Send(context.Background(), job("+447946000199", "123456")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.depthErr = errors.New("GetQueueAttributes: HTTP 403 AccessDenied")
+	for range 3 {
+		if err := q.Send(context.Background(), job("+447946000198", "123456")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if known, unknown := strings.Count(logs.String(), "known again"), strings.Count(logs.String(), "depth is unknown"); known != 1 || unknown != 2 ||
+		!strings.Contains(logs.String(), "HTTP 403") {
+		t.Fatalf("after it ended: %d lines of its end (want 1), %d of a failure (want 2, the second the 403's):\n%s", known, unknown, logs.String())
 	}
 }
 
