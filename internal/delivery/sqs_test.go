@@ -51,11 +51,18 @@ func (s *sqsDepths) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// depthAnswer is GetQueueAttributes's answer of values, named in turn
+// as the three counts asked for (then as a fourth, unknown one).
 func depthAnswer(values ...string) string {
+	names := []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed", "Foo"}
+	return namedAnswer(names[:len(values)], values)
+}
+
+func namedAnswer(names, values []string) string {
 	var b strings.Builder
 	b.WriteString(`<GetQueueAttributesResponse><GetQueueAttributesResult>`)
 	for i, v := range values {
-		fmt.Fprintf(&b, `<Attribute><Name>ApproximateNumberOf%d</Name><Value>%s</Value></Attribute>`, i, v)
+		fmt.Fprintf(&b, `<Attribute><Name>%s</Name><Value>%s</Value></Attribute>`, names[i], v)
 	}
 	b.WriteString(`</GetQueueAttributesResult></GetQueueAttributesResponse>`)
 	return b.String()
@@ -88,11 +95,11 @@ func testQueue(t *testing.T, s *sqsDepths, capacity int64) *SQS {
 	return q
 }
 
-// stale makes the read in force more than a second old.
+// stale makes the read in force older than it stays fresh.
 func stale(q *SQS) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.depthRead = time.Time{}
+	q.readFrom = q.readFrom.Add(-2 * q.every)
 }
 
 // depthWithin is q.Depth, failing the test if it waits for SQS.
@@ -262,17 +269,18 @@ func TestAFailedReadBesideTheSendsIsReportedAtOnce(t *testing.T) {
 }
 
 // TestASlowReadBesideTheSendsIsNotWaitedOnForLong: while a read beside
-// the sends has taken longer than a depth stays fresh (SQS slow), the
-// next send reads on its path: the old depth is not answered for as long
-// as SQS takes (the outside review saw ten sends admitted on it).
+// the sends has taken longer than its patience (SQS slow), the next send
+// reads on its path: the old depth is not answered for as long as SQS
+// takes (the outside reviews saw ten sends, and with a slower SQS up to
+// the cap, admitted on it).
 func TestASlowReadBesideTheSendsIsNotWaitedOnForLong(t *testing.T) {
 	s := &sqsDepths{depth: 0}
 	q := testQueue(t, s, 10)
-	q.every = 50 * time.Millisecond
+	q.patience = 50 * time.Millisecond
 	if n, err := q.Depth(context.Background()); n != 0 || err != nil {
 		t.Fatalf("the first read: %d %v", n, err)
 	}
-	time.Sleep(60 * time.Millisecond)
+	stale(q)
 	s.held(t)
 	s.set(func(s *sqsDepths) { s.depth = 500 })
 	if n, _ := depthWithin(t, q); n != 0 {
@@ -282,6 +290,35 @@ func TestASlowReadBesideTheSendsIsNotWaitedOnForLong(t *testing.T) {
 	time.Sleep(60 * time.Millisecond)
 	if n, err := depthWithin(t, q); n != 500 || err != nil {
 		t.Fatalf("with the read beside the sends slower than a depth stays fresh: %d %v, want 500 read on the send's path", n, err)
+	}
+}
+
+// TestALateReadIsAsOldAsWhatItCounted: a read is fresh from when it
+// began, not from when its answer came: a read beside the sends that
+// answers late (SQS slow, a Lambda container frozen while it read) with
+// the queue full is not kept in force, and the next send reads the
+// drained queue on its path (the second outside review saw a 503 with
+// the queue empty for 3 s).
+func TestALateReadIsAsOldAsWhatItCounted(t *testing.T) {
+	s := &sqsDepths{depth: 0}
+	q := testQueue(t, s, 10)
+	q.every, q.patience = 200*time.Millisecond, time.Hour
+	if n, err := q.Depth(context.Background()); n != 0 || err != nil {
+		t.Fatalf("the first read: %d %v", n, err)
+	}
+	stale(q)
+	release := s.held(t)
+	s.set(func(s *sqsDepths) { s.depth = 50 })
+	if n, _ := depthWithin(t, q); n != 0 {
+		t.Fatalf("while SQS reads: %d, want the last depth", n)
+	}
+	s.taken(t)
+	time.Sleep(250 * time.Millisecond) // the held read's count grows old
+	s.set(func(s *sqsDepths) { s.depth = 0 })
+	release()
+	settled(t, q)
+	if n, err := q.Depth(context.Background()); n != 0 || err != nil {
+		t.Fatalf("after a read that counted 50 %s ago answered: %d %v, want the drained 0 read on the send's path", 250*time.Millisecond, n, err)
 	}
 }
 
@@ -310,10 +347,13 @@ func TestADepthAtTheCapIsReadBeforeTheSend(t *testing.T) {
 // applied, logged), never a depth that refuses every send (a huge
 // number) or none (a negative one, a sum that wraps, a count read as 0).
 func TestADepthThatIsNoCountIsAnError(t *testing.T) {
+	waiting := "ApproximateNumberOfMessages"
 	for _, body := range []string{
-		depthAnswer("-1000"), depthAnswer("lots"), depthAnswer("12.0"), depthAnswer(""),
+		depthAnswer("-1000"), depthAnswer("lots"), depthAnswer("12.0"), depthAnswer(""), depthAnswer("0", "-1"),
 		depthAnswer("9223372036854775807", "1"), depthAnswer("99999999999999999999"), depthAnswer(),
 		`<GetQueueAttributesResponse></GetQueueAttributesResponse>`,
+		namedAnswer([]string{waiting, waiting}, []string{"1099511627775", "1099511627775"}), // a count twice
+		namedAnswer([]string{"Foo"}, []string{"7"}),                                         // no count of the messages waiting
 	} {
 		s := &sqsDepths{body: body}
 		q := testQueue(t, s, 10)
@@ -321,9 +361,9 @@ func TestADepthThatIsNoCountIsAnError(t *testing.T) {
 			t.Errorf("%s: %d, want an error", body, n)
 		}
 	}
-	s := &sqsDepths{body: depthAnswer("3", "4", "0")}
+	s := &sqsDepths{body: depthAnswer("3", "4", "0", "100")}
 	if n, err := testQueue(t, s, 10).Depth(context.Background()); n != 7 || err != nil {
-		t.Errorf("3 + 4 + 0: %d %v", n, err)
+		t.Errorf("3 + 4 + 0 and an attribute not asked for: %d %v, want 7", n, err)
 	}
 }
 
