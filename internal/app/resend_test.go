@@ -123,26 +123,26 @@ func (g *gate) Send(ctx context.Context, m message.Message) error {
 	return g.inbox.Send(ctx, m)
 }
 
-// TestASendRefusedForAFullQueueLeavesTheOwnersCode: while the queue is
-// full, a send to an address (anyone's, its units given back) is refused
-// before it replaces the code the owner already has, which still
-// verifies. The second outside review found the code replaced: a
-// stranger could spoil an owner's code for free while the queue was full.
-func TestASendRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
+// gatedQueue starts the composed server with s, its sender an
+// in-process queue of one message (MaxDepth 1) whose provider is g.
+func gatedQueue(t *testing.T, s app.Settings) (*harness, *gate) {
 	g := &gate{open: make(chan struct{})}
 	var local *queue.Local
-	h := &harness{app: startApp(t, app.Settings{Senders: func(h queue.Host) (message.Sender, error) {
+	s.Senders = func(h queue.Host) (message.Sender, error) {
 		q, l, err := queue.InProcess(h, g, 1, queue.Options{MaxDepth: 1})
 		local = l
 		return q, err
-	}})}
-	t.Cleanup(func() { close(g.open); local.Close() })
-	ctx := context.Background()
-	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.1"); w.Code != 202 {
-		t.Fatalf("the owner's send: %d %s", w.Code, w.Body)
 	}
-	// the next message is held at the provider: the queue is full
-	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"bob@example.com","purpose":"login"}`, "198.51.100.2"); w.Code != 202 {
+	h := &harness{app: startApp(t, s)}
+	t.Cleanup(func() { close(g.open); local.Close() })
+	return h, g
+}
+
+// fill sends another address a code after g passed its first message:
+// that message is held at the provider, and the queue is full.
+func fill(t *testing.T, h *harness, g *gate) {
+	t.Helper()
+	if w := h.post(context.Background(), "/v1/otp/send", `{"channel":"email","to":"bob@example.com","purpose":"login"}`, "198.51.100.2"); w.Code != 202 {
 		t.Fatalf("another send: %d %s", w.Code, w.Body)
 	}
 	for deadline := time.Now().Add(5 * time.Second); g.n.Load() < 2; time.Sleep(5 * time.Millisecond) {
@@ -150,6 +150,20 @@ func TestASendRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
 			t.Fatal("the second message did not reach the provider")
 		}
 	}
+}
+
+// TestASendRefusedForAFullQueueLeavesTheOwnersCode: while the queue is
+// full, a send to an address (anyone's, its units given back) is refused
+// before it replaces the code the owner already has, which still
+// verifies. The second outside review found the code replaced: a
+// stranger could spoil an owner's code for free while the queue was full.
+func TestASendRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
+	h, g := gatedQueue(t, app.Settings{})
+	ctx := context.Background()
+	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.1"); w.Code != 202 {
+		t.Fatalf("the owner's send: %d %s", w.Code, w.Body)
+	}
+	fill(t, h, g)
 	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.3"); w.Code != 503 {
 		t.Fatalf("a send while the queue is full: %d %s, want 503", w.Code, w.Body)
 	}
@@ -173,27 +187,13 @@ func (*confirming) Confirm(context.Context, string) error { return nil }
 // has: a stranger's signups for that address while the queue is full
 // (answered 202, as every signup is) leave the owner's code verifying.
 func TestASignupRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
-	g := &gate{open: make(chan struct{})}
-	var local *queue.Local
-	h := &harness{app: startApp(t, app.Settings{Auth: &confirming{}, Senders: func(h queue.Host) (message.Sender, error) {
-		q, l, err := queue.InProcess(h, g, 1, queue.Options{MaxDepth: 1})
-		local = l
-		return q, err
-	}})}
-	t.Cleanup(func() { close(g.open); local.Close() })
+	h, g := gatedQueue(t, app.Settings{Auth: &confirming{}})
 	ctx := context.Background()
 	signup := `{"email":"ann@example.com","password":"a long enough passphrase"}`
 	if w := h.post(ctx, "/v1/signup", signup, "198.51.100.1"); w.Code != 202 {
 		t.Fatalf("the owner's signup: %d %s", w.Code, w.Body)
 	}
-	if w := h.post(ctx, "/v1/otp/send", `{"channel":"email","to":"bob@example.com","purpose":"login"}`, "198.51.100.2"); w.Code != 202 {
-		t.Fatalf("another send: %d %s", w.Code, w.Body)
-	}
-	for deadline := time.Now().Add(5 * time.Second); g.n.Load() < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second message did not reach the provider")
-		}
-	}
+	fill(t, h, g)
 	if w := h.post(ctx, "/v1/signup", signup, "198.51.100.3"); w.Code != 202 {
 		t.Fatalf("a signup while the queue is full: %d %s, want 202 (no code sent)", w.Code, w.Body)
 	}

@@ -152,6 +152,14 @@ func (s *sqsDepths) taken(t *testing.T) {
 	}
 }
 
+// firstRead is q's first depth read, which must answer want.
+func firstRead(t *testing.T, q *SQS, want int64) {
+	t.Helper()
+	if n, err := q.Depth(context.Background()); n != want || err != nil {
+		t.Fatalf("the first read: %d %v, want %d", n, err, want)
+	}
+}
+
 func reads(s *sqsDepths) (n int) {
 	s.set(func(s *sqsDepths) { n = s.reads })
 	return n
@@ -168,9 +176,7 @@ func TestAKnownDepthIsAnsweredWithoutWaitingForSQS(t *testing.T) {
 	s := &sqsDepths{depth: 8}
 	q := testQueue(t, s, 10)
 	ctx := context.Background()
-	if n, err := q.Depth(ctx); n != 8 || err != nil {
-		t.Fatalf("the first read: %d %v, want 8", n, err)
-	}
+	firstRead(t, q, 8)
 	stale(q)
 	release := s.held(t)
 	s.set(func(s *sqsDepths) { s.depth = 9 }) // the push below, as SQS counts it
@@ -199,9 +205,7 @@ func TestAnOlderReadNeverReplacesANewerOne(t *testing.T) {
 	s := &sqsDepths{depth: 9}
 	q := testQueue(t, s, 10)
 	ctx := context.Background()
-	if n, err := q.Depth(ctx); n != 9 || err != nil {
-		t.Fatalf("the first read: %d %v", n, err)
-	}
+	firstRead(t, q, 9)
 	stale(q)
 	release := s.held(t)
 	s.set(func(s *sqsDepths) { s.depth = 10 })
@@ -248,9 +252,7 @@ func TestAnUnknownDepthIsReadBeforeTheSend(t *testing.T) {
 func TestAFailedReadBesideTheSendsIsReportedAtOnce(t *testing.T) {
 	s := &sqsDepths{depth: 12}
 	q := testQueue(t, s, 0)
-	if n, err := q.Depth(context.Background()); n != 12 || err != nil {
-		t.Fatalf("the first read: %d %v", n, err)
-	}
+	firstRead(t, q, 12)
 	stale(q)
 	s.set(func(s *sqsDepths) { s.failing = true })
 	if n, err := depthWithin(t, q); n != 12 || err != nil {
@@ -277,9 +279,7 @@ func TestASlowReadBesideTheSendsIsNotWaitedOnForLong(t *testing.T) {
 	s := &sqsDepths{depth: 0}
 	q := testQueue(t, s, 10)
 	q.patience = 50 * time.Millisecond
-	if n, err := q.Depth(context.Background()); n != 0 || err != nil {
-		t.Fatalf("the first read: %d %v", n, err)
-	}
+	firstRead(t, q, 0)
 	stale(q)
 	s.held(t)
 	s.set(func(s *sqsDepths) { s.depth = 500 })
@@ -303,9 +303,7 @@ func TestALateReadIsAsOldAsWhatItCounted(t *testing.T) {
 	s := &sqsDepths{depth: 0}
 	q := testQueue(t, s, 10)
 	q.every, q.patience = 200*time.Millisecond, time.Hour
-	if n, err := q.Depth(context.Background()); n != 0 || err != nil {
-		t.Fatalf("the first read: %d %v", n, err)
-	}
+	firstRead(t, q, 0)
 	stale(q)
 	release := s.held(t)
 	s.set(func(s *sqsDepths) { s.depth = 50 })
@@ -329,9 +327,7 @@ func TestADepthAtTheCapIsReadBeforeTheSend(t *testing.T) {
 	s := &sqsDepths{depth: 9}
 	q := testQueue(t, s, 10)
 	ctx := context.Background()
-	if n, err := q.Depth(ctx); n != 9 || err != nil {
-		t.Fatalf("the first read: %d %v", n, err)
-	}
+	firstRead(t, q, 9)
 	if err := q.Push(ctx, "sealed"); err != nil {
 		t.Fatal(err)
 	}
