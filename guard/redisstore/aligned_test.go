@@ -72,3 +72,42 @@ func TestAFixedWindowAnswersItsKeysTTLNearAnEdgeAndOnADenial(t *testing.T) {
 		}
 	}
 }
+
+// A key's TTL is set in whole milliseconds, so it may outlive the
+// clock's edge of its window by less than one: a take then finds it
+// with a PTTL of 0. Its window is over (as a read has it): the take
+// starts the next, its count not carried over (before, the key was
+// given a whole new window with the old count). In the fast pass and
+// the general one.
+func TestAKeyInItsLastMillisecondAfterTheEdgeStartsTheNextWindow(t *testing.T) {
+	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour, Enforce: true}
+	other := &store.Spec{ID: "ot", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour, Enforce: true}
+	for _, general := range []bool{false, true} {
+		clock, st := newFixedClock(t)
+		op := store.Op{Kind: store.Take, Spec: spec, Tag: "Kz9cY0qQ3xWfT1mB7nLp2A", Cost: 1}
+		now := clock.now.UnixMicro()
+		end := store.FixedWindowEnd(&op, now)
+		batch := []store.Op{op}
+		if general {
+			batch = append(batch, store.Op{Kind: store.Peek, Spec: other, Tag: op.Tag, Cost: 1})
+		}
+		ctx := context.Background()
+		// two takes half a millisecond before the edge: the key's TTL is
+		// one whole millisecond
+		clock.advance(time.Duration(end-now)*time.Microsecond - 500*time.Microsecond)
+		for range 2 {
+			if _, err := st.Do(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// 0.2 ms after the edge, the key still there for 0.3 ms
+		clock.advance(700 * time.Microsecond)
+		res, err := st.Do(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res[0]; !r.Allowed || r.Remaining != 4 || r.ResetAfter != time.Hour-200*time.Microsecond {
+			t.Fatalf("general pass %v: %+v; want the next window's first take, 4 left, ending in 59m59.9998s", general, r)
+		}
+	}
+}

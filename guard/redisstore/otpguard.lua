@@ -242,7 +242,14 @@ local function fw_take(op, cost)
     redis.call('PEXPIRE', op.key, fmt(ms(op.e - now)))
   elseif fw_near(c, op.limit, op.e - now, op.window) then
     local p = redis.call('PTTL', op.key)
-    if p > 0 then op.e = now + p * 1000 else
+    if p > 0 then op.e = now + p * 1000
+    elseif p == 0 then
+      -- the key ends within this millisecond (a TTL's whole ms past the
+      -- clock's edge): its window is over, as read has it, and this take
+      -- starts the next
+      redis.call('SET', op.key, cost, 'PX', fmt(ms(op.e - now)))
+      c, op.fresh = cost, true
+    else
       -- no TTL cannot happen (every write sets one); if it did, the
       -- window ends with the clock's
       redis.call('PEXPIRE', op.key, fmt(ms(op.e - now)))
@@ -884,8 +891,16 @@ local function fw_takes(keys, args, n, na, out)
         redis.call('PEXPIRE', key, fmt(ms(e)))
       elseif fw_near(c, sp.limit, e, sp.window) then
         local p = redis.call('PTTL', key)
-        -- (no TTL cannot happen: if it did, the window ends with the clock's)
-        if p > 0 then e = p * 1000 else redis.call('PEXPIRE', key, fmt(ms(e))) end
+        if p > 0 then e = p * 1000
+        elseif p == 0 then
+          -- the key ends within this millisecond: its window is over (as
+          -- fw_take), and this take starts the next
+          redis.call('SET', key, '1', 'PX', fmt(ms(e)))
+          c, fresh = 1, true
+        else
+          -- (no TTL cannot happen: if it did, the window ends with the clock's)
+          redis.call('PEXPIRE', key, fmt(ms(e)))
+        end
       end
       TFRESH[i] = fresh
       if c <= sp.limit then
