@@ -50,12 +50,16 @@ end
 -- below 2^53 (a quotient that is not whole is at least 1/b from one,
 -- farther than its rounding, a/b × 2^-53, when a < 2^53), and never
 -- negative (b > 0).
+local PKEY, PN -- the last key fw_end read, and its number (a subject's packed rules share their hash)
+
 local function fw_end(key, sp)
   local w, tenths = sp.window, sp.tenths
   if tenths < 1 then return now + w end
-  local a, b, c, d = byte(key, 5, 8)
-  local n = (((a or 0) * 256 + (b or 0)) * 256 + (c or 0)) * 256 + (d or 0)
-  return now - (now - n % tenths * 100000) % w + w
+  if key ~= PKEY then
+    local a, b, c, d = byte(key, 5, 8)
+    PKEY, PN = key, (((a or 0) * 256 + (b or 0)) * 256 + (c or 0)) * 256 + (d or 0)
+  end
+  return now - (now - PN % tenths * 100000) % w + w
 end
 
 -- clock sets now: the time the client passed (t, µs), else the server's
@@ -923,7 +927,7 @@ local function fw_takes(keys, args, n, na, out)
       out[j + 6] = 1
       if sp.packed then
         local e = TE[i]
-        if e == 0 then e = fw_end(keys[i], sp) end
+        if e == 0 then e = now + out[j + 3] end -- (fw_check's fw_end)
         hput(keys[i], sp.fc, TC[i] + 1, sp.ttl)
         hput(keys[i], sp.fe, e, sp.ttl)
       end
