@@ -40,9 +40,7 @@ var ip = netip.MustParseAddr("203.0.113.9")
 // says when to retry in words and sends nothing; the takeover notice is
 // never limited; an invitation's user name is escaped in its HTML.
 func TestCognitoSendAppliesTheSendRules(t *testing.T) {
-	// (a sliding log: its wait is the window's whole; a fixed window's
-	// ends on the clock's edge for its state)
-	s, _, out := cognitoServer(t, "  - {name: per-dest, action: otp.send, key: [destination], limit: 1, window: 1h, algorithm: sliding_log}\n")
+	s, _, out := cognitoServer(t, "  - {name: per-dest, action: otp.send, key: [destination], limit: 1, window: 1h}\n")
 	ctx := context.Background()
 	msg := api.CognitoMessage{TriggerSubject: api.TriggerSubject{Account: "ann", IP: ip}, Source: "SignUp", Channel: message.Email, To: "ann@example.com", Code: "123456"}
 	if err := s.CognitoSend(ctx, msg); err != nil {
@@ -94,8 +92,7 @@ func TestADeniedTriggerSaysWhenInWords(t *testing.T) {
 	for _, c := range []struct{ window, want string }{
 		{"30s", "in a minute"}, {"10m", "in 10 minutes"}, {"3h", "in 3 hours"}, {"72h", "later"},
 	} {
-		// (a sliding log: a second attempt at once waits the whole window)
-		s, _, _ := cognitoServer(t, "  - {name: r, action: signup, key: [ip], limit: 1, window: "+c.window+", algorithm: sliding_log}\n")
+		s, _, _ := cognitoServer(t, "  - {name: r, action: signup, key: [ip], limit: 1, window: "+c.window+"}\n")
 		sub := api.TriggerSubject{Account: "ann", IP: ip}
 		if err := s.CognitoSignUp(context.Background(), sub, "ann@example.com", ""); err != nil {
 			t.Fatal(err)

@@ -18,9 +18,9 @@ func (p *op) fwCheck(now, cost int64) (bool, int64, int64, int64) {
 	// a window never ends more than one window from now (as the Lua
 	// library has it, for clocks that callers pass)
 	left := min(e-now, p.window)
-	reset := left
-	if e == 0 {
-		reset = store.FixedWindowEnd(p.Op, now) - now // the window a take would start
+	reset := p.window
+	if e > 0 {
+		reset = left
 	}
 	if c+cost <= p.limit {
 		return true, p.limit - c - cost, reset, 0

@@ -158,7 +158,7 @@ func (p *op) commit(now, n int64) {
 	switch p.Spec.Algorithm {
 	case store.FixedWindow:
 		if st.e <= now {
-			st.c, st.e = 0, store.FixedWindowEnd(p.Op, now)
+			st.c, st.e = 0, now+p.window
 		}
 		st.c += n
 	case store.TokenBucket:

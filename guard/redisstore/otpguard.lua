@@ -18,7 +18,7 @@
 -- The standard libraries are not reachable while a FUNCTION library loads
 -- (Redis 7.0): these are bound on the first call (once per library load,
 -- or once per EVALSHA call).
-local floor, ceil, max, min, byte
+local floor, ceil, max, min
 
 local now -- the call's TIME, in microseconds
 
@@ -37,31 +37,6 @@ local function mod(a, b)
   return r
 end
 
--- fw_end is the end (µs) of the fixed window in which now falls, for the
--- state at key of rule sp (or an op of it: its window w, whole ms, and
--- its whole tenths of a second, sp.tenths). Windows are aligned to the
--- clock, each state's shifted by its own phase, so that the states of a
--- rule do not all start again at one instant: the phase is the four bytes
--- after the key's 'og:{' (its tag's first, a keyed hash), read as a
--- number of tenths of a second (the shortest window), modulo the
--- window's tenths. store.FixedWindowEnd is the same in Go. (A window
--- shorter than a tenth, which no config makes, runs from now.) Lua's a %
--- b is a - floor(a/b)*b in doubles: exact here, the operands whole and
--- below 2^53 (a quotient that is not whole is at least 1/b from one,
--- farther than its rounding, a/b × 2^-53, when a < 2^53), and never
--- negative (b > 0).
-local PKEY, PN -- the last key fw_end read, and its number (a subject's packed rules share their hash)
-
-local function fw_end(key, sp)
-  local w, tenths = sp.window, sp.tenths
-  if tenths < 1 then return now + w end
-  if key ~= PKEY then
-    local a, b, c, d = byte(key, 5, 8)
-    PKEY, PN = key, (((a or 0) * 256 + (b or 0)) * 256 + (c or 0)) * 256 + (d or 0)
-  end
-  return now - (now - PN % tenths * 100000) % w + w
-end
-
 -- clock sets now: the time the client passed (t, µs), else the server's
 -- TIME. It is the first thing an entry does, so when it fails nothing has
 -- been written and the client may call again with the time. It answers
@@ -70,7 +45,7 @@ end
 -- nil, a fraction or out of range, and the answers with it), false alone
 -- where the server refuses TIME.
 local function clock(t)
-  if not floor then floor, ceil, max, min, byte = math.floor, math.ceil, math.max, math.min, string.byte end
+  if not floor then floor, ceil, max, min = math.floor, math.ceil, math.max, math.min end
   if t and t ~= '' then
     now = tonumber(t)
     if not now or now < 0 or now ~= floor(now) or now >= 9007199254740992 then return false, 'otpguard: bad time ' .. t end
@@ -148,9 +123,8 @@ local FW_SLACK = 1000000
 -- REVOKE_SLACK: see batch's 'D' (µs).
 local REVOKE_SLACK = 60000000
 
--- fixed_window: a count and the window's end (fw_end: aligned to the
--- clock, with the state's phase). Packed: fields <id>c, <id>e. Own key:
--- the count, its TTL the window's end.
+-- fixed_window: a count and the window's end; the window starts at the
+-- first hit. Packed: fields <id>c, <id>e. Own key: the count, PX the window.
 A.fw = {
   read = function(op)
     if op.packed then
@@ -171,19 +145,19 @@ A.fw = {
     -- clocks of the calls that started it and of this one are set (the
     -- passed clock of concurrent callers, see clock)
     local left = min(op.e - now, op.window)
-    local reset
-    if op.e > 0 then reset = left else reset = fw_end(op.key, op) - now end
+    local reset = op.window
+    if op.e > 0 then reset = left end
     if op.c + cost <= op.limit then return true, op.limit - op.c - cost, reset, 0 end
     if op.e == 0 then reset = 0 end
     return false, max(0, op.limit - op.c), reset, op.e > 0 and left or op.window
   end,
   commit = function(op, n)
     if op.packed then
-      if op.e == 0 then op.e = fw_end(op.key, op) end
+      if op.e == 0 then op.e = now + op.window end
       hput(op.key, op.f .. 'c', op.c + n, op.ttl)
       hput(op.key, op.f .. 'e', op.e, op.ttl)
     elseif op.e == 0 then
-      redis.call('SET', op.key, n, 'PX', fmt(ms(fw_end(op.key, op) - now)))
+      redis.call('SET', op.key, n, 'PX', op.pxms)
     else
       redis.call('INCRBY', op.key, n)
     end
@@ -218,45 +192,28 @@ A.fw = {
   end,
 }
 
--- A take of a fixed window on its own key runs take-first: INCRBY, and
--- PEXPIRE to the window's end when the key is new, one command where
--- check then commit needs three (PTTL, GET, INCRBY). A take that goes
--- over, or that a later rule's denial makes moot, is given back in the
--- same call (A.fw.undo), so nothing outside the call ever sees it.
---
--- The window's end is the clock's (fw_end). The key's TTL, which is the
--- truth, is read (PTTL) only where the two may differ: within FW_SLACK of
--- a window's edge (the clocks that concurrent callers pass, the TTL's
--- whole milliseconds, a key whose TTL a library before aligned windows
--- set) and on a denial, whose wait is the store's to the microsecond.
--- fw_near says so for a count c of limit and e µs left.
-local function fw_near(c, limit, e, w)
-  return c > limit or e <= FW_SLACK or e > w - FW_SLACK
-end
-
+-- A take of a fixed window on its own key runs take-first: INCRBY, then
+-- the TTL (PEXPIRE when the key is new), two commands where check then
+-- commit needs three (PTTL, GET, INCRBY). A take that goes over, or that
+-- a later rule's denial makes moot, is given back in the same call
+-- (A.fw.undo), so nothing outside the call ever sees it.
 local function fw_take(op, cost)
   -- (a number argument is formatted on every call: one unit is passed as
-  -- a string; INCR and DECR are not among the stack's cache user's
-  -- commands)
+  -- a string, and the window's milliseconds are formatted once, with the
+  -- spec; INCR and DECR are not among the stack's cache user's commands)
   local c
   if cost == 1 then c = redis.call('INCRBY', op.key, '1') else c = redis.call('INCRBY', op.key, cost) end
   op.fresh = c == cost
-  op.e = fw_end(op.key, op)
   if op.fresh then
-    redis.call('PEXPIRE', op.key, fmt(ms(op.e - now)))
-  elseif fw_near(c, op.limit, op.e - now, op.window) then
+    redis.call('PEXPIRE', op.key, op.pxms)
+    op.e = now + op.window
+  else
     local p = redis.call('PTTL', op.key)
-    if p > 0 then op.e = now + p * 1000
-    elseif p == 0 then
-      -- the key ends within this millisecond (a TTL's whole ms past the
-      -- clock's edge): its window is over, as read has it, and this take
-      -- starts the next
-      redis.call('SET', op.key, cost, 'PX', fmt(ms(op.e - now)))
-      c, op.fresh = cost, true
-    else
+    if p > 0 then op.e = now + p * 1000 else
       -- no TTL cannot happen (every write sets one); if it did, the
-      -- window ends with the clock's
-      redis.call('PEXPIRE', op.key, fmt(ms(op.e - now)))
+      -- window starts now
+      redis.call('PEXPIRE', op.key, op.pxms)
+      op.e = now + op.window
     end
   end
   op.c = c - cost -- the count before this take, as read would see it
@@ -689,7 +646,6 @@ local function spec(s)
     challenge_takes = ch == '2'}
   sp.keep = max(sp.limit, tonumber(kp) or 0)
   sp.pxms = fmt(ms(sp.window)) -- the window as PEXPIRE's argument
-  sp.tenths = floor(sp.window / 100000) -- (fw_end)
   if lock ~= '' then
     local l, j = {}, 1
     for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
@@ -857,7 +813,7 @@ local function fw_check(i, sp, key, out, j)
   TC[i], TE[i] = c, e
   local left = min(e - now, sp.window)
   if c + 1 <= sp.limit then
-    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, sp.limit - c - 1, e > 0 and left or fw_end(key, sp) - now, 0, 0, 0
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, sp.limit - c - 1, e > 0 and left or sp.window, 0, 0, 0
     return false
   end
   out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 0, max(0, sp.limit - c), e > 0 and left or 0, e > 0 and left or sp.window, 0, 0
@@ -884,27 +840,13 @@ local function fw_takes(keys, args, n, na, out)
       -- on its own key: the take, given back at once when it goes over
       local key = keys[i]
       local c = redis.call('INCRBY', key, '1')
-      -- its window's end, as fw_end has it (inline: the commonest call)
-      local fresh, w, e = c == 1, sp.window, sp.window
-      if sp.tenths >= 1 then
-        local a, b, d, f = byte(key, 5, 8)
-        local x = now - ((((a or 0) * 256 + (b or 0)) * 256 + (d or 0)) * 256 + (f or 0)) % sp.tenths * 100000
-        e = w - x % w
-      end
+      local fresh, e = c == 1, sp.window
       if fresh then
-        redis.call('PEXPIRE', key, fmt(ms(e)))
-      elseif fw_near(c, sp.limit, e, sp.window) then
+        redis.call('PEXPIRE', key, sp.pxms)
+      else
         local p = redis.call('PTTL', key)
-        if p > 0 then e = p * 1000
-        elseif p == 0 then
-          -- the key ends within this millisecond: its window is over (as
-          -- fw_take), and this take starts the next
-          redis.call('SET', key, '1', 'PX', fmt(ms(e)))
-          c, fresh = 1, true
-        else
-          -- (no TTL cannot happen: if it did, the window ends with the clock's)
-          redis.call('PEXPIRE', key, fmt(ms(e)))
-        end
+        -- (no TTL cannot happen: if it did, the window starts now)
+        if p > 0 then e = p * 1000 else redis.call('PEXPIRE', key, sp.pxms) end
       end
       TFRESH[i] = fresh
       if c <= sp.limit then
@@ -927,7 +869,7 @@ local function fw_takes(keys, args, n, na, out)
       out[j + 6] = 1
       if sp.packed then
         local e = TE[i]
-        if e == 0 then e = now + out[j + 3] end -- (fw_check's fw_end)
+        if e == 0 then e = now + sp.window end
         hput(keys[i], sp.fc, TC[i] + 1, sp.ttl)
         hput(keys[i], sp.fe, e, sp.ttl)
       end

@@ -617,7 +617,7 @@ type step struct {
 func TestAlgorithmsAtFixedInstants(t *testing.T) {
 	s := time.Second
 	cases := map[store.Algorithm][]step{
-		store.FixedWindow: { // windows aligned to the clock; t0 starts one (see below)
+		store.FixedWindow: { // the window starts at the first hit
 			{0, true, 3, 0}, {1 * s, true, 2, 0}, {2 * s, true, 1, 0}, {3 * s, true, 0, 0},
 			{4 * s, false, 0, 6 * s}, {9 * s, false, 0, 1 * s}, {10 * s, true, 3, 0}, {19 * s, true, 2, 0}, {20 * s, true, 3, 0},
 		},
@@ -649,21 +649,6 @@ func TestAlgorithmsAtFixedInstants(t *testing.T) {
 			clock, mem := newFixedClock(t)
 			g := newGuard(t, mem, fmt.Sprintf(`  - {name: r, action: test, key: [destination], limit: 4, window: 10s, algorithm: %s}`, alg))
 			req := request(t, "fixed@example.com", "192.0.2.1")
-			if alg == store.FixedWindow {
-				// a fixed window ends on the clock's edge for its state
-				// (its phase): a first take tells how far, and the steps
-				// start with the next window
-				d := allow(t, g, req)
-				edge := d.Rules[0].ResetAfter
-				if !d.Allowed || edge <= 0 || edge >= 10*s {
-					t.Fatalf("a first take: %+v; want allowed, its window ending within 10s", d.Rules[0])
-				}
-				clock.advance(edge - time.Millisecond)
-				if d := allow(t, g, req); d.Rules[0].Remaining != 2 || d.Rules[0].ResetAfter != time.Millisecond {
-					t.Fatalf("a take a millisecond before the edge: %+v; want the window's second, ending in 1ms", d.Rules[0])
-				}
-				clock.advance(time.Millisecond)
-			}
 			var at time.Duration
 			for i, st := range steps {
 				clock.advance(st.at - at)

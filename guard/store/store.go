@@ -234,36 +234,3 @@ const (
 
 // Algorithms lists every algorithm a rule may name.
 var Algorithms = []Algorithm{FixedWindow, SlidingWindow, TokenBucket, SlidingLog, Concurrency, Distinct, Ratio}
-
-// FixedWindowEnd is the end (µs) of the fixed window of op's state in
-// which now (µs) falls. Fixed windows are aligned to the clock, each
-// state's shifted by its own phase, so that the states of a rule do not
-// all start again at one instant: the phase is the first four bytes of the
-// state's name (its tag, a keyed hash, then "}" and, unless packed, the
-// rule's ID), read as a big-endian number of tenths of a second (the
-// shortest window), modulo the window's whole tenths. otpguard.lua's
-// fw_end is the same (its keys are "og:{" and that name). A window
-// shorter than a tenth, which no config makes, runs from now.
-func FixedWindowEnd(op *Op, now int64) int64 {
-	w := op.Spec.Window.Microseconds()
-	if w < 100000 {
-		return now + w
-	}
-	name := op.Tag + "}"
-	if !op.Spec.Packed {
-		name += op.Spec.ID
-	}
-	var n int64
-	for i := range 4 {
-		n <<= 8
-		if i < len(name) {
-			n |= int64(name[i])
-		}
-	}
-	phase := n % (w / 100000) * 100000
-	r := (now - phase) % w
-	if r < 0 {
-		r += w
-	}
-	return now - r + w
-}

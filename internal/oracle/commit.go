@@ -14,7 +14,7 @@ func (r rule) commit(t int64, op *store.Op, n int64) {
 	switch r.spec.Algorithm {
 	case store.FixedWindow:
 		if !r.fwLive(t) {
-			st.fwStart, st.fwCount = r.fwWindow(t), 0
+			st.fwStart, st.fwCount = t, 0
 		}
 		st.fwCount += n
 	case store.TokenBucket:
@@ -135,11 +135,7 @@ func (s *Store) rules(ops []store.Op) ([]rule, error) {
 		if s.states[key] == nil {
 			s.states[key] = newState()
 		}
-		name := op.Tag + "}"
-		if !op.Spec.Packed {
-			name += op.Spec.ID
-		}
-		rules[i] = rule{spec: op.Spec, st: s.states[key], win: us(op.Spec.Window), name: name}
+		rules[i] = rule{spec: op.Spec, st: s.states[key], win: us(op.Spec.Window)}
 	}
 	return rules, nil
 }

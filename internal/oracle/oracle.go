@@ -81,9 +81,6 @@ type rule struct {
 	spec *store.Spec
 	st   *state
 	win  int64 // µs
-	// name is the state's name: its tag, "}", and unless packed the
-	// rule's ID (the phase of its fixed windows)
-	name string
 }
 
 func us(d time.Duration) int64 { return d.Microseconds() }
@@ -128,32 +125,8 @@ func ceil(x *big.Rat) int64 {
 // --- the algorithms: room is how many more units are admitted at t
 // (never negative), with the state as it is.
 
-// fixed_window: windows are aligned to the clock, shifted by the
-// state's phase: its name's first four bytes (zeros past its end), a
-// big-endian number of tenths of a second, modulo the window's whole
-// tenths. A state holds the count of the window it was last taken in.
+// fixed_window: the window starts at the first hit and lasts one window.
 func (r rule) fwLive(t int64) bool { return r.st.fwStart >= 0 && r.st.fwStart+r.win > t }
-
-// fwWindow is the start of the window that holds t.
-func (r rule) fwWindow(t int64) int64 {
-	if r.win < 100000 {
-		return t // (no config makes one: it runs from t)
-	}
-	var n uint64
-	for i := range 4 {
-		var c byte
-		if i < len(r.name) {
-			c = r.name[i]
-		}
-		n = n*256 + uint64(c)
-	}
-	phase := int64(n%uint64(r.win/100000)) * 100000
-	k := (t - phase) / r.win
-	if (t-phase)%r.win < 0 {
-		k--
-	}
-	return phase + k*r.win
-}
 
 func (r rule) fwRoom(t int64) int64 {
 	if !r.fwLive(t) {
