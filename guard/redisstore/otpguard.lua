@@ -209,7 +209,17 @@ local function fw_take(op, cost)
     op.e = now + op.window
   else
     local p = redis.call('PTTL', op.key)
-    if p > 0 then op.e = now + p * 1000 else
+    if p > 0 then op.e = now + p * 1000
+    elseif p == 0 then
+      -- the key's last millisecond (Redis drops a key once the time is
+      -- past its expiry's millisecond, and PTTL answers 0 in it): its
+      -- window is over, as A.fw.read has it, and this take starts the
+      -- next. (Taken for no TTL, it was given a whole new window with the
+      -- old count: a client that waited its retry-after to the
+      -- millisecond was denied for another window.)
+      redis.call('SET', op.key, cost, 'PX', op.pxms)
+      c, op.fresh, op.e = cost, true, now + op.window
+    else
       -- no TTL cannot happen (every write sets one); if it did, the
       -- window starts now
       redis.call('PEXPIRE', op.key, op.pxms)
@@ -845,8 +855,16 @@ local function fw_takes(keys, args, n, na, out)
         redis.call('PEXPIRE', key, sp.pxms)
       else
         local p = redis.call('PTTL', key)
-        -- (no TTL cannot happen: if it did, the window starts now)
-        if p > 0 then e = p * 1000 else redis.call('PEXPIRE', key, sp.pxms) end
+        if p > 0 then e = p * 1000
+        elseif p == 0 then
+          -- the key's last millisecond: its window is over, and this take
+          -- starts the next (as fw_take)
+          redis.call('SET', key, '1', 'PX', sp.pxms)
+          c, fresh = 1, true
+        else
+          -- (no TTL cannot happen: if it did, the window starts now)
+          redis.call('PEXPIRE', key, sp.pxms)
+        end
       end
       TFRESH[i] = fresh
       if c <= sp.limit then
