@@ -215,9 +215,10 @@ local function fw_take(op, cost)
       -- past its expiry's millisecond, and PTTL answers 0 in it), or a
       -- key past its expiry that the script still sees (Redis 7.0 expires
       -- keys as of the script's start; PTTL reads the clock): its window
-      -- is over, as A.fw.read has it, and this take starts the next. (Taken for no TTL, it was given a whole new window with the
-      -- old count: a client that waited its retry-after to the
-      -- millisecond was denied for another window.)
+      -- is over, as A.fw.read has it, and this take starts the next.
+      -- (Taken for no TTL, it was given a whole new window with the old
+      -- count: a client that waited its retry-after to the millisecond
+      -- was denied for another window.)
       redis.call('SET', op.key, cost, 'PX', op.pxms)
       c, op.fresh, op.e = cost, true, now + op.window
     else

@@ -60,8 +60,8 @@ func newWalker(t testing.TB, seed uint64, clock *Clock, stores map[string]store.
 			k.subtle = append(k.subtle, s)
 		}
 	}
-	// (tags as keyed hashes are: every character apart, so that nothing
-	// that reads a key's bytes passes for reading the wrong ones)
+	// (tags of varied characters, as keyed hashes are: a mistake in which
+	// of a key's bytes are read does not pass for right)
 	k.tags = []string{"AKz9cY0qQ3xWfT1mB7nLp2", "Bb4R_tE8-wQ1zXc5VnM2kP"}
 	k.names = make([]string, 0, len(stores))
 	for n := range stores {
