@@ -160,6 +160,23 @@ func firstRead(t *testing.T, q *SQS, want int64) {
 	}
 }
 
+// heldBeside makes q's depth, first read as was, old, and holds the read
+// beside the sends that the next Depth starts while SQS counts now: that
+// Depth answers was at once. SQS has the read (taken) when it returns,
+// with the function that lets it answer.
+func heldBeside(t *testing.T, q *SQS, s *sqsDepths, was int64, now int) (release func()) {
+	t.Helper()
+	firstRead(t, q, was)
+	stale(q)
+	release = s.held(t)
+	s.set(func(s *sqsDepths) { s.depth = now })
+	if n, err := depthWithin(t, q); n != was || err != nil {
+		t.Fatalf("while SQS reads: %d %v, want the last depth, %d", n, err, was)
+	}
+	s.taken(t)
+	return release
+}
+
 func reads(s *sqsDepths) (n int) {
 	s.set(func(s *sqsDepths) { n = s.reads })
 	return n
@@ -176,14 +193,7 @@ func TestAKnownDepthIsAnsweredWithoutWaitingForSQS(t *testing.T) {
 	s := &sqsDepths{depth: 8}
 	q := testQueue(t, s, 10)
 	ctx := context.Background()
-	firstRead(t, q, 8)
-	stale(q)
-	release := s.held(t)
-	s.set(func(s *sqsDepths) { s.depth = 9 }) // the push below, as SQS counts it
-	if n, err := depthWithin(t, q); n != 8 || err != nil {
-		t.Fatalf("while SQS reads: %d %v, want the last depth, 8", n, err)
-	}
-	s.taken(t)
+	release := heldBeside(t, q, s, 8, 9) // 9: the push below, as SQS counts it
 	if err := q.Push(ctx, "sealed"); err != nil {
 		t.Fatal(err)
 	}
@@ -205,14 +215,7 @@ func TestAnOlderReadNeverReplacesANewerOne(t *testing.T) {
 	s := &sqsDepths{depth: 9}
 	q := testQueue(t, s, 10)
 	ctx := context.Background()
-	firstRead(t, q, 9)
-	stale(q)
-	release := s.held(t)
-	s.set(func(s *sqsDepths) { s.depth = 10 })
-	if n, _ := depthWithin(t, q); n != 9 {
-		t.Fatalf("while SQS reads: %d, want 9", n)
-	}
-	s.taken(t)
+	release := heldBeside(t, q, s, 9, 10)
 	if err := q.Push(ctx, "sealed"); err != nil {
 		t.Fatal(err)
 	}
@@ -303,14 +306,7 @@ func TestALateReadIsAsOldAsWhatItCounted(t *testing.T) {
 	s := &sqsDepths{depth: 0}
 	q := testQueue(t, s, 10)
 	q.every, q.patience = 200*time.Millisecond, time.Hour
-	firstRead(t, q, 0)
-	stale(q)
-	release := s.held(t)
-	s.set(func(s *sqsDepths) { s.depth = 50 })
-	if n, _ := depthWithin(t, q); n != 0 {
-		t.Fatalf("while SQS reads: %d, want the last depth", n)
-	}
-	s.taken(t)
+	release := heldBeside(t, q, s, 0, 50)
 	time.Sleep(250 * time.Millisecond) // the held read's count grows old
 	s.set(func(s *sqsDepths) { s.depth = 0 })
 	release()
