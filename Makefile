@@ -72,8 +72,8 @@ mutate: redis-server
 
 ## bench: otpguard side by side with redis_rate, ulule/limiter, throttled and a raw Lua floor on
 ## local redis-servers (allowed mix, attack mix, memory per subject, cluster leases, the server's
-## instructions per call under callgrind); then the client's allocations per decision, the Lambda
-## bootstraps' init time (median of 21 starts) and warm durations
+## instructions per call under callgrind); then the client's allocations per decision, and the Lambda
+## bootstraps' cold starts (21) and warm durations under AWS's Lambda Runtime Interface Emulator
 bench: redis-server valgrind
 	cd tests/bench && $(GO) run . -duration 3s -rounds 5
 	$(GO) test -run '^$$' -bench Allow -benchmem -cpu 1,32 ./guard/redisstore

@@ -41,7 +41,7 @@ import (
 const rieModule = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
 
 // buildRIE builds the emulator into dir.
-func buildRIE(t *testing.T, dir string) string {
+func buildRIE(t testing.TB, dir string) string {
 	t.Helper()
 	exe := filepath.Join(dir, "aws-lambda-rie")
 	build := exec.Command("go", "build", "-o", exe, rieModule)
@@ -55,7 +55,7 @@ func buildRIE(t *testing.T, dir string) string {
 // makeBootstrap builds a template function as `sam build` does, through
 // its Makefile target (make build-<LogicalId>), for this machine's
 // architecture (the template's arm64 does not run here).
-func makeBootstrap(t *testing.T, logicalID, dir string) string {
+func makeBootstrap(t testing.TB, logicalID, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, logicalID)
 	cmd := exec.Command("make", "--no-print-directory", "build-"+logicalID, "LAMBDA_GOARCH="+runtime.GOARCH, "ARTIFACTS_DIR="+out, "ASN_DATABASE=")
@@ -172,11 +172,13 @@ type emulated struct {
 	// passes the function's stdout and stderr through, as Lambda sends
 	// both to the function's log group)
 	out *testutil.Buffer
+	// stop stops the emulator and the bootstrap (also when the test ends)
+	stop func()
 }
 
 // startEmulated starts the emulator on free loopback ports with the
 // bootstrap and env, and waits for it to listen.
-func startEmulated(t *testing.T, rie, bootstrap string, env []string) *emulated {
+func startEmulated(t testing.TB, rie, bootstrap string, env []string) *emulated {
 	t.Helper()
 	e := &emulated{out: &testutil.Buffer{}}
 	p, ports, err := testutil.StartOnFreePorts(2, 30*time.Second, func(ports []int) *exec.Cmd {
@@ -192,6 +194,7 @@ func startEmulated(t *testing.T, rie, bootstrap string, env []string) *emulated 
 		t.Fatalf("the emulator never listened: %v\n%s", err, e.out.String())
 	}
 	t.Cleanup(p.Stop)
+	e.stop = p.Stop
 	e.url = "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/2015-03-31/functions/function/invocations"
 	return e
 }
@@ -199,7 +202,7 @@ func startEmulated(t *testing.T, rie, bootstrap string, env []string) *emulated 
 // invoke posts an event to the emulator's invoke endpoint (as `sam local
 // invoke` and the AWS base images' emulator take it) and returns the
 // function's answer and whether it is an error (errorMessage/errorType).
-func (e *emulated) invoke(t *testing.T, id string, event []byte) ([]byte, bool) {
+func (e *emulated) invoke(t testing.TB, id string, event []byte) ([]byte, bool) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.url, bytes.NewReader(event))
 	req.Header.Set("X-Amzn-RequestId", id)

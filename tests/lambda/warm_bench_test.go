@@ -4,15 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,20 +26,24 @@ import (
 	"github.com/otpguard/otpguard/tests/internal/sqsdouble"
 )
 
-// BenchmarkWarm runs the send, verify and login bootstraps warm under the
-// Runtime API (b.N invocations each, at least 200: make bench runs
-// -benchtime=200x) and reports what Lambda bills of a warm invocation:
-// the time from the event handed to the function to its answer, p50 and
-// p99, rounded up to the millisecond as Lambda bills. Every invocation is
-// its event of events/ from a new client address and for a new address or
-// user, so the rules allow it and it does its whole work: a send stored
-// and mailed (SES, a local endpoint), a verify of a wrong code, a login
-// the authenticator (Cognito, a local endpoint) refuses. Sends are not
-// paced here (EMAIL_PER_SECOND far above the rate): under the stack's
-// default of 1 a second (SES's sandbox), back-to-back sends each wait up
-// to a second for their turn, and that wait is billed too. The machine's
-// cores are not Lambda's: compare the functions with one another, and
-// with your own stack's Duration metric.
+// BenchmarkWarm runs the send, verify and login bootstraps warm under AWS's
+// Lambda Runtime Interface Emulator (b.N invocations each, at least 200:
+// make bench runs -benchtime=200x), each bootstrap built by its template
+// function's Makefile target as `sam build` builds it, and reports what
+// the emulator's REPORT line says Lambda bills of a warm invocation: its
+// Duration, p50 and p99, and its Billed Duration (rounded up to the
+// millisecond). The emulator starts the function on its first
+// invocation, which is not counted (BenchmarkInit reports that start).
+// Every invocation is its event of events/ from a new client address and
+// for a new address or user, so the rules allow it and it does its whole
+// work: a send stored and mailed (SES, a local endpoint), a verify of a
+// wrong code, a login the authenticator (Cognito, a local endpoint)
+// refuses. Sends are not paced here (EMAIL_PER_SECOND far above the
+// rate): under the stack's default of 1 a second (SES's sandbox),
+// back-to-back sends each wait up to a second for their turn, and that
+// wait is billed too. The machine's cores are not Lambda's (a 256 MB
+// function has about a seventh of one): compare the functions with one
+// another, and with your own stack's Duration metric.
 //
 // send-queued-idle is send-queued as a quiet stack runs it: one send every
 // 1.1 s (b.N of them: make bench runs 20), SQS's calls each answered
@@ -54,46 +58,33 @@ import (
 func BenchmarkWarm(b *testing.B) {
 	st := newBenchStack(b, "otp: {ttl: 5m}\nnetwork: {trustedProxies: [0.0.0.0/0]}\n")
 	bin := b.TempDir()
+	rie := buildRIE(b, bin)
 	queueURL, _ := sqsdouble.Queue(b, fmt.Sprint("warm-", time.Now().UnixNano()), 5)
 	queued := []string{"DELIVERY_MODE=queue", "DELIVERY_QUEUE_URL=" + queueURL}
 	slowURL := slowSQS(b, queueURL, sqsLatency)
 	for _, fn := range []struct {
-		name, bootstrap string
-		env             []string
-		gap             time.Duration // between invocations
+		name, function string // the template's function
+		env            []string
+		gap            time.Duration // between invocations
 	}{
-		{"send", "send", nil, 0}, {"send-queued", "send", queued, 0}, {"deliver", "deliver", queued, 0}, {"verify", "verify", nil, 0}, {"login", "login", nil, 0},
-		{"send-queued-idle", "send", []string{"DELIVERY_MODE=queue", "DELIVERY_QUEUE_URL=" + slowURL}, 1100 * time.Millisecond},
+		{"send", "SendFunction", nil, 0}, {"send-queued", "SendFunction", queued, 0}, {"deliver", "DeliverFunction", queued, 0},
+		{"verify", "VerifyFunction", nil, 0}, {"login", "LoginFunction", nil, 0},
+		{"send-queued-idle", "SendFunction", []string{"DELIVERY_MODE=queue", "DELIVERY_QUEUE_URL=" + slowURL}, 1100 * time.Millisecond},
 	} {
 		b.Run(fn.name, func(b *testing.B) {
-			events := warmEvents(b, st, fn.name, b.N)
-			exe := buildBootstrap(b, bin, fn.bootstrap)
-			api := newRuntimeAPI()
-			defer api.Close()
-			cmd := exec.Command(exe)
-			cmd.Stderr = io.Discard
-			cmd.Env = st.env(api, append([]string{"EMAIL_PER_SECOND=100000"}, fn.env...)...)
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			var took []time.Duration
+			events := warmEvents(b, st, fn.name, b.N+1)
+			e := startEmulated(b, rie, builtBootstrap(b, bin, fn.function), st.env(append([]string{"EMAIL_PER_SECOND=100000"}, fn.env...)...))
+			defer e.stop()
+			// the first invocation starts the function: not counted
+			invokeWarm(b, e, fn.name+"-start", events[0])
 			statuses := map[int]int{}
 			emails, depth := len(st.aws.Emails()), sqsdouble.Depth(b, queueURL)
+			ids := make([]string, 0, b.N)
 			b.ResetTimer()
-			for i, ev := range events {
+			for i, ev := range events[1:] {
 				time.Sleep(fn.gap)
-				began := time.Now()
-				res := api.invokeRaw(b, fmt.Sprintf("warm-%d", i), ev)
-				took = append(took, time.Since(began))
-				var resp struct {
-					StatusCode        int
-					BatchItemFailures []any `json:"batchItemFailures"`
-				}
-				if res.isErr || json.Unmarshal(res.body, &resp) != nil || len(resp.BatchItemFailures) != 0 {
-					b.Fatalf("invocation %d: %s", i, res.body)
-				}
-				statuses[resp.StatusCode]++
+				ids = append(ids, fmt.Sprintf("%s-%d", fn.name, i))
+				statuses[invokeWarm(b, e, ids[i], ev)]++
 			}
 			b.StopTimer()
 			// what each did: mailed in the request, queued, or delivered
@@ -101,15 +92,46 @@ func BenchmarkWarm(b *testing.B) {
 			if want := map[string][2]int{"send": {b.N, 0}, "send-queued": {0, b.N}, "send-queued-idle": {0, b.N}, "deliver": {b.N, 0}}[fn.name]; mailed != want[0] || queuedNow != want[1] {
 				b.Fatalf("%s: %d mailed and %d queued, want %v", fn.name, mailed, queuedNow, want)
 			}
+			reports := e.reports(b, ids)
+			took, billed := make([]float64, len(reports)), make([]float64, len(reports))
+			for i, r := range reports {
+				took[i], billed[i] = r.duration, r.billed
+			}
 			slices.Sort(took)
-			billed := func(d time.Duration) float64 { return float64((d + time.Millisecond - 1) / time.Millisecond) }
-			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
-			b.ReportMetric(billed(took[len(took)/2]), "p50-billed-ms")
-			b.ReportMetric(billed(took[len(took)*99/100]), "p99-billed-ms")
+			slices.Sort(billed)
+			b.ReportMetric(took[len(took)/2], "p50-ms")
+			b.ReportMetric(took[len(took)*99/100], "p99-ms")
+			b.ReportMetric(billed[len(billed)/2], "p50-billed-ms")
+			b.ReportMetric(billed[len(billed)*99/100], "p99-billed-ms")
 			b.Logf("%s: answers %v", fn.name, statuses)
 		})
 	}
+}
+
+// builtBootstrap is the bootstrap of the template's function, built by
+// its Makefile target (makeBootstrap) into dir once per run.
+func builtBootstrap(tb testing.TB, dir, function string) string {
+	exe := filepath.Join(dir, function, "bootstrap")
+	if _, err := os.Stat(exe); err == nil {
+		return exe
+	}
+	return makeBootstrap(tb, function, dir)
+}
+
+// invokeWarm invokes the emulated function with ev as id and returns the
+// status code it answered (0 for an SQS event); a function error, an
+// answer that is not JSON or an SQS message it failed fails tb.
+func invokeWarm(tb testing.TB, e *emulated, id string, ev []byte) int {
+	tb.Helper()
+	body, isErr := e.invoke(tb, id, ev)
+	var resp struct {
+		StatusCode        int
+		BatchItemFailures []any `json:"batchItemFailures"`
+	}
+	if isErr || json.Unmarshal(body, &resp) != nil || len(resp.BatchItemFailures) != 0 {
+		tb.Fatalf("invocation %s: %s", id, body)
+	}
+	return resp.StatusCode
 }
 
 // sqsLatency stands in for SQS's own latency in send-queued-idle, which
@@ -213,4 +235,41 @@ func warmEvent(b *testing.B, raw []byte, fn string, i int) []byte {
 	ev["requestContext"].(map[string]any)["http"].(map[string]any)["sourceIp"] = ip
 	out, _ := json.Marshal(ev)
 	return out
+}
+
+// report is what the emulator's REPORT line of an invocation says, in
+// milliseconds: its Duration and Billed Duration, and its Init Duration
+// when the invocation started the function (else 0).
+type report struct{ duration, billed, init float64 }
+
+// reportLine is the emulator's REPORT line (internal/lambda/rie's
+// printEndReports): RequestId, then Init Duration on the invocation that
+// started the function, Duration and Billed Duration, tab-separated.
+var reportLine = regexp.MustCompile(`(?m)^REPORT RequestId: (\S+)\t(?:Init Duration: ([0-9.]+) ms\t)?Duration: ([0-9.]+) ms\tBilled Duration: ([0-9]+) ms\t`)
+
+// reports are the REPORT lines of invocations ids, in their order, once
+// the emulator has written the last one; an invocation without exactly
+// one fails tb.
+func (e *emulated) reports(tb testing.TB, ids []string) []report {
+	tb.Helper()
+	out, ok := e.out.WaitFor("REPORT RequestId: "+ids[len(ids)-1]+"\t", 10*time.Second)
+	if !ok {
+		tb.Fatalf("the emulator wrote no REPORT line for %s", ids[len(ids)-1])
+	}
+	byID := map[string][]report{}
+	for _, m := range reportLine.FindAllStringSubmatch(out, -1) {
+		var r report
+		r.init, _ = strconv.ParseFloat(m[2], 64)
+		r.duration, _ = strconv.ParseFloat(m[3], 64)
+		r.billed, _ = strconv.ParseFloat(m[4], 64)
+		byID[m[1]] = append(byID[m[1]], r)
+	}
+	rs := make([]report, len(ids))
+	for i, id := range ids {
+		if len(byID[id]) != 1 {
+			tb.Fatalf("%d REPORT lines for invocation %s, want 1", len(byID[id]), id)
+		}
+		rs[i] = byID[id][0]
+	}
+	return rs
 }
