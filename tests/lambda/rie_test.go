@@ -559,3 +559,36 @@ func withUser(t *testing.T, file, user string) []byte {
 	b, _ := json.Marshal(ev)
 	return b
 }
+
+// BenchmarkInit reads a cold start as the first invocation's Duration
+// because the emulator's Init Duration does not wait for the bootstrap:
+// a bootstrap whose init takes 300 ms shows it in its first invocation's
+// Duration (and only there), whatever the emulator says of its init.
+func TestTheEmulatorsFirstDurationHoldsTheInit(t *testing.T) {
+	const slow = 300 * time.Millisecond
+	dir := t.TempDir()
+	rie := buildRIE(t, dir)
+	exe := filepath.Join(dir, "bootstrap")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", exe, "./testdata/slowinit")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build testdata/slowinit: %v\n%s", err, out)
+	}
+	e := startEmulated(t, rie, exe, []string{"PATH=/usr/bin:/bin", "SLOW_INIT=" + slow.String()})
+	ids := []string{"cold", "warm-1", "warm-2"}
+	for _, id := range ids {
+		if body, isErr := e.invoke(t, id, []byte(`{"n":1}`)); isErr || string(body) != `{"n":1}` {
+			t.Fatalf("%s: %s", id, body)
+		}
+	}
+	rs := e.reports(t, ids)
+	if rs[0].duration < float64(slow.Milliseconds()) {
+		t.Errorf("the first invocation's Duration %.2f ms holds less than the bootstrap's %v of init", rs[0].duration, slow)
+	}
+	for i, r := range rs[1:] {
+		if r.duration >= float64(slow.Milliseconds()) || r.init != 0 {
+			t.Errorf("%s: Duration %.2f ms, Init Duration %.2f ms: a warm invocation paid the init", ids[i+1], r.duration, r.init)
+		}
+	}
+	t.Logf("the emulator's Init Duration %.2f ms, the first Duration %.2f ms, then %.2f and %.2f ms", rs[0].init, rs[0].duration, rs[1].duration, rs[2].duration)
+}
