@@ -247,6 +247,26 @@ type report struct{ duration, billed, init float64 }
 // started the function, Duration and Billed Duration, tab-separated.
 var reportLine = regexp.MustCompile(`(?m)^REPORT RequestId: (\S+)\t(?:Init Duration: ([0-9.]+) ms\t)?Duration: ([0-9.]+) ms\tBilled Duration: ([0-9]+) ms\t`)
 
+// initLine is the emulator's log line of a bootstrap's init, from its
+// start to its first request for an event (rapid's INIT REPORT).
+var initLine = regexp.MustCompile(`\(rapid\) INIT REPORT\(durationMs: ([0-9.]+)\)`)
+
+// initReport is the duration in milliseconds of the bootstrap's init that
+// the emulator logged, once it has: exactly one, or tb fails.
+func (e *emulated) initReport(tb testing.TB) float64 {
+	tb.Helper()
+	out, _ := e.out.WaitFor("INIT REPORT(durationMs: ", 10*time.Second)
+	m := initLine.FindAllStringSubmatch(out, -1)
+	if len(m) != 1 {
+		tb.Fatalf("%d INIT REPORT lines from the emulator, want 1:\n%s", len(m), out)
+	}
+	ms, err := strconv.ParseFloat(m[0][1], 64)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ms
+}
+
 // reports are the REPORT lines of invocations ids, in their order, once
 // the emulator has written the last one; an invocation without exactly
 // one fails tb.
