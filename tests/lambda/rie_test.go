@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -193,8 +194,10 @@ func startEmulated(t testing.TB, rie, bootstrap string, env []string) *emulated 
 	if err != nil {
 		t.Fatalf("the emulator never listened: %v\n%s", err, e.out.String())
 	}
-	t.Cleanup(p.Stop)
-	e.stop = p.Stop
+	// once: a second Stop would signal a process group whose pid may
+	// have been given to another
+	e.stop = sync.OnceFunc(p.Stop)
+	t.Cleanup(e.stop)
 	e.url = "http://127.0.0.1:" + strconv.Itoa(ports[1]) + "/2015-03-31/functions/function/invocations"
 	return e
 }

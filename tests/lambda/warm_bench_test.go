@@ -3,6 +3,7 @@ package lambda
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -26,19 +27,21 @@ import (
 	"github.com/otpguard/otpguard/tests/internal/sqsdouble"
 )
 
-// BenchmarkWarm runs the send, verify and login bootstraps warm under AWS's
-// Lambda Runtime Interface Emulator (b.N invocations each, at least 200:
+// BenchmarkWarm runs the send, deliver, verify and login bootstraps warm
+// under AWS's Lambda Runtime Interface Emulator (b.N invocations each:
 // make bench runs -benchtime=200x), each bootstrap built by its template
 // function's Makefile target as `sam build` builds it, and reports what
 // the emulator's REPORT line says Lambda bills of a warm invocation: its
-// Duration, p50 and p99, and its Billed Duration (rounded up to the
-// millisecond). The emulator starts the function on its first
-// invocation, which is not counted (BenchmarkInit reports that start).
-// Every invocation is its event of events/ from a new client address and
-// for a new address or user, so the rules allow it and it does its whole
-// work: a send stored and mailed (SES, a local endpoint), a verify of a
-// wrong code, a login the authenticator (Cognito, a local endpoint)
-// refuses. Sends are not paced here (EMAIL_PER_SECOND far above the
+// Duration, p50 and p99 (nearest rank), and its Billed Duration (rounded
+// up to the millisecond). The emulator starts the function on its first
+// invocation, which is not counted (BenchmarkInit reports that start);
+// a counted one whose REPORT line carries an init fails the run. Every
+// invocation is its event of events/ from a new client address and for a
+// new address or user, so the rules allow it and it does its whole work,
+// and the run fails unless each answered so: a send stored and mailed
+// (SES, a local endpoint) or queued (202), a delivery mailed, a verify of
+// a wrong code (422), a login the authenticator (Cognito, a local
+// endpoint) refuses (401). Sends are not paced here (EMAIL_PER_SECOND far above the
 // rate): under the stack's default of 1 a second (SES's sandbox),
 // back-to-back sends each wait up to a second for their turn, and that
 // wait is billed too. The machine's cores are not Lambda's (a 256 MB
@@ -66,17 +69,20 @@ func BenchmarkWarm(b *testing.B) {
 		name, function string // the template's function
 		env            []string
 		gap            time.Duration // between invocations
+		status         int           // each answers (0: an SQS event's answer)
 	}{
-		{"send", "SendFunction", nil, 0}, {"send-queued", "SendFunction", queued, 0}, {"deliver", "DeliverFunction", queued, 0},
-		{"verify", "VerifyFunction", nil, 0}, {"login", "LoginFunction", nil, 0},
-		{"send-queued-idle", "SendFunction", []string{"DELIVERY_MODE=queue", "DELIVERY_QUEUE_URL=" + slowURL}, 1100 * time.Millisecond},
+		{"send", "SendFunction", nil, 0, 202}, {"send-queued", "SendFunction", queued, 0, 202}, {"deliver", "DeliverFunction", queued, 0, 0},
+		{"verify", "VerifyFunction", nil, 0, 422}, {"login", "LoginFunction", nil, 0, 401},
+		{"send-queued-idle", "SendFunction", []string{"DELIVERY_MODE=queue", "DELIVERY_QUEUE_URL=" + slowURL}, 1100 * time.Millisecond, 202},
 	} {
 		b.Run(fn.name, func(b *testing.B) {
 			events := warmEvents(b, st, fn.name, b.N+1)
 			e := startEmulated(b, rie, builtBootstrap(b, bin, fn.function), st.env(append([]string{"EMAIL_PER_SECOND=100000"}, fn.env...)...))
 			defer e.stop()
 			// the first invocation starts the function: not counted
-			invokeWarm(b, e, fn.name+"-start", events[0])
+			if got := invokeWarm(b, e, fn.name+"-start", events[0]); got != fn.status {
+				b.Fatalf("%s: the first invocation answered %d, want %d", fn.name, got, fn.status)
+			}
 			statuses := map[int]int{}
 			emails, depth := len(st.aws.Emails()), sqsdouble.Depth(b, queueURL)
 			ids := make([]string, 0, b.N)
@@ -92,20 +98,30 @@ func BenchmarkWarm(b *testing.B) {
 			if want := map[string][2]int{"send": {b.N, 0}, "send-queued": {0, b.N}, "send-queued-idle": {0, b.N}, "deliver": {b.N, 0}}[fn.name]; mailed != want[0] || queuedNow != want[1] {
 				b.Fatalf("%s: %d mailed and %d queued, want %v", fn.name, mailed, queuedNow, want)
 			}
+			if statuses[fn.status] != b.N {
+				b.Fatalf("%s: answers %v, want %d of %d", fn.name, statuses, b.N, fn.status)
+			}
 			reports := e.reports(b, ids)
 			took, billed := make([]float64, len(reports)), make([]float64, len(reports))
 			for i, r := range reports {
+				if r.init != 0 {
+					b.Fatalf("%s: invocation %s started the function (Init Duration %.2f ms): not a warm one", fn.name, ids[i], r.init)
+				}
 				took[i], billed[i] = r.duration, r.billed
 			}
-			slices.Sort(took)
-			slices.Sort(billed)
-			b.ReportMetric(took[len(took)/2], "p50-ms")
-			b.ReportMetric(took[len(took)*99/100], "p99-ms")
-			b.ReportMetric(billed[len(billed)/2], "p50-billed-ms")
-			b.ReportMetric(billed[len(billed)*99/100], "p99-billed-ms")
-			b.Logf("%s: answers %v", fn.name, statuses)
+			b.ReportMetric(rank(took, 50), "p50-ms")
+			b.ReportMetric(rank(took, 99), "p99-ms")
+			b.ReportMetric(rank(billed, 50), "p50-billed-ms")
+			b.ReportMetric(rank(billed, 99), "p99-billed-ms")
 		})
 	}
+}
+
+// rank is the p-th percentile of xs by nearest rank: the smallest x with
+// at least p% of xs at or below it.
+func rank(xs []float64, p int) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[(len(s)*p+99)/100-1]
 }
 
 // builtBootstrap is the bootstrap of the template's function, built by
@@ -279,9 +295,15 @@ func (e *emulated) reports(tb testing.TB, ids []string) []report {
 	byID := map[string][]report{}
 	for _, m := range reportLine.FindAllStringSubmatch(out, -1) {
 		var r report
-		r.init, _ = strconv.ParseFloat(m[2], 64)
-		r.duration, _ = strconv.ParseFloat(m[3], 64)
-		r.billed, _ = strconv.ParseFloat(m[4], 64)
+		var err [3]error
+		if m[2] != "" {
+			r.init, err[0] = strconv.ParseFloat(m[2], 64)
+		}
+		r.duration, err[1] = strconv.ParseFloat(m[3], 64)
+		r.billed, err[2] = strconv.ParseFloat(m[4], 64)
+		if e := errors.Join(err[:]...); e != nil {
+			tb.Fatalf("REPORT line %q: %v", m[0], e)
+		}
 		byID[m[1]] = append(byID[m[1]], r)
 	}
 	rs := make([]report, len(ids))
