@@ -19,6 +19,9 @@
 -- (Redis 7.0): these are bound on the first call (once per library load,
 -- or once per EVALSHA call).
 local floor, ceil, max, min
+-- struct.pack and unpack, where the server's Lua has them (Redis, Valkey;
+-- not miniredis): the batch's reply packed (see answer)
+local spack, tunpack
 
 local now -- the call's TIME, in microseconds
 
@@ -45,7 +48,13 @@ end
 -- nil, a fraction or out of range, and the answers with it), false alone
 -- where the server refuses TIME.
 local function clock(t)
-  if not floor then floor, ceil, max, min = math.floor, math.ceil, math.max, math.min end
+  if not floor then
+    floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+    tunpack = unpack
+    -- (a global the server lacks is an error to read: asked under pcall)
+    local ok, st = pcall(function() return struct end)
+    if ok and type(st) == 'table' then spack = st.pack end
+  end
   if t and t ~= '' then
     now = tonumber(t)
     if not now or now < 0 or now ~= floor(now) or now >= 9007199254740992 then return false, 'otpguard: bad time ' .. t end
@@ -689,6 +698,19 @@ local OPS = {}
 
 local OUT = {}
 
+-- answer is the batch's reply: its integers packed as one string of
+-- 8-byte big-endian signed integers where the server has struct.pack
+-- (one bulk string costs the server and the client less than an array
+-- of integers), else as they are. FMT: the formats, by count.
+local FMT = {}
+local function answer(out)
+  if not spack then return out end
+  local n = #out
+  local f = FMT[n]
+  if not f then f = '>' .. string.rep('l', n); FMT[n] = f end
+  return spack(f, tunpack(out, 1, n))
+end
+
 -- SHORT: the kind and condition of an op written as its kind alone
 -- (parse), split once.
 local SHORT = {}
@@ -922,7 +944,7 @@ local function batch(keys, args)
   local out = OUT
   out[1], out[2] = 0, now
   for k = #out, 2 + 6 * n + 1, -1 do out[k] = nil end
-  if fw_takes(keys, args, n, na, out) then return out end
+  if fw_takes(keys, args, n, na, out) then return answer(out) end
   local err = parse(keys, args, n, na)
   if err then return redis.error_reply(err) end
   local ops = OPS
@@ -1046,7 +1068,7 @@ local function batch(keys, args)
       out[j + 2], out[j + 3], out[j + 4] = floor(out[j + 2]), floor(out[j + 3]), floor(out[j + 4])
     end
   end
-  return out
+  return answer(out)
 end
 
 ---------------------------------------------------------------------------

@@ -325,6 +325,40 @@ func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
 	return replies, nil
 }
 
+// replyInts appends to n the want integers of a batch's reply v: one
+// string of 8-byte big-endian signed integers (the library packs them
+// where the server's Lua has struct.pack), or an array of integers.
+// Anything else is an error.
+func replyInts(v any, want int, n []int64) ([]int64, error) {
+	switch a := v.(type) {
+	case string:
+		if len(a) != 8*want {
+			return nil, fmt.Errorf("unexpected reply of %d bytes for %d integers", len(a), want)
+		}
+		for i := 0; i < len(a); i += 8 {
+			var u uint64
+			for _, c := range []byte(a[i : i+8]) {
+				u = u<<8 | uint64(c)
+			}
+			n = append(n, int64(u))
+		}
+		return n, nil
+	case []any:
+		if len(a) != want {
+			return nil, fmt.Errorf("unexpected reply of length %d for %d integers", len(a), want)
+		}
+		for _, x := range a {
+			i, ok := x.(int64)
+			if !ok {
+				return nil, fmt.Errorf("unexpected reply element %T", x)
+			}
+			n = append(n, i)
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("unexpected reply %T", v)
+}
+
 // storeErr marks every failure to get an answer as ErrStoreUnavailable.
 func storeErr(err error) error {
 	if errors.Is(err, store.ErrStoreUnavailable) {
@@ -334,25 +368,15 @@ func storeErr(err error) error {
 }
 
 // The reply: {batch allowed, now, then per op: allowed (2: skipped),
-// remaining, reset after (µs), retry after (µs), locked, taken}.
+// remaining, reset after (µs), retry after (µs), locked, taken}, packed
+// into one string where the server's Lua has struct.pack (replyInts).
 const replyPerOp = 6
 
 func parseReply(v any, idx []int, res []store.OpResult) (bool, error) {
-	a, ok := v.([]any)
-	if !ok || len(a) != 2+replyPerOp*len(idx) {
-		return false, fmt.Errorf("unexpected reply %T of length %d for %d ops", v, len(a), len(idx))
-	}
 	var ints [2 + replyPerOp*8]int64
-	n := ints[:0]
-	if len(a) > len(ints) {
-		n = make([]int64, 0, len(a))
-	}
-	for _, x := range a {
-		i, ok := x.(int64)
-		if !ok {
-			return false, fmt.Errorf("unexpected reply element %T", x)
-		}
-		n = append(n, i)
+	n, err := replyInts(v, 2+replyPerOp*len(idx), ints[:0])
+	if err != nil {
+		return false, err
 	}
 	now := time.UnixMicro(n[1])
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -304,10 +305,34 @@ func TestABatchReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 			t.Errorf("a reply %v: %+v, %v, want a store error", reply, res, err)
 		}
 	}
-	var res []store.OpResult
-	var err error
-	h.answering([]any{int64(0), now, int64(0), int64(7), int64(5e6), int64(3e6), int64(0), int64(0)}, func() { res, err = st.Do(ctx, ops) })
-	if err != nil || len(res) != 1 || res[0].Allowed || res[0].Remaining != 7 || res[0].ResetAfter != 5*time.Second || res[0].RetryAfter != 3*time.Second || !res[0].Now.Equal(time.UnixMicro(now)) {
-		t.Errorf("the library's own shape: %+v, %v, want a denial as it says", res, err)
+	// packed (struct.pack's 8-byte big-endian integers): of another length
+	denial := []int64{0, now, 0, 7, 5e6, 3e6, 0, 0}
+	for _, reply := range []any{packed(denial[:7]), packed(denial)[:63], packed(denial) + "\x00", packed(append(denial, 0)), "", []any{packed(denial)}} {
+		var res []store.OpResult
+		var err error
+		h.answering(reply, func() { res, err = st.Do(ctx, ops) })
+		if !errors.Is(err, store.ErrStoreUnavailable) {
+			t.Errorf("a reply %q: %+v, %v, want a store error", reply, res, err)
+		}
 	}
+	// the library's own shapes: an array of integers (where the server's
+	// Lua has no struct.pack) and packed
+	for _, reply := range []any{[]any{int64(0), now, int64(0), int64(7), int64(5e6), int64(3e6), int64(0), int64(0)}, packed(denial)} {
+		var res []store.OpResult
+		var err error
+		h.answering(reply, func() { res, err = st.Do(ctx, ops) })
+		if err != nil || len(res) != 1 || res[0].Allowed || res[0].Remaining != 7 || res[0].ResetAfter != 5*time.Second || res[0].RetryAfter != 3*time.Second || !res[0].Now.Equal(time.UnixMicro(now)) {
+			t.Errorf("the library's own shape %T: %+v, %v, want a denial as it says", reply, res, err)
+		}
+	}
+}
+
+// packed is ns as the library packs a batch's reply (struct.pack's
+// '>l…': 8-byte big-endian signed integers).
+func packed(ns []int64) string {
+	b := make([]byte, 0, 8*len(ns))
+	for _, n := range ns {
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return string(b)
 }

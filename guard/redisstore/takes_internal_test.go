@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,13 +37,19 @@ import (
 // apart in time, and an own key's TTL counts in real time). A batch of
 // plain takes alone is sent to each library in either shape, drawn for
 // each apart: its count and each op's SPEC and DYN 't', or 't' and the
-// SPECs alone (args.go).
+// SPECs alone (args.go). The library packs its replies where the
+// server's Lua has struct.pack (redis-server has it): the one with the
+// takes pass answers packed (each of its replies must be), the other
+// with its packing cut out too, as an array of integers, so every answer
+// also holds the packing to the array's integers.
 func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
-	const dispatch = "  if fw_takes(keys, args, n, na, out) then return out end\n"
-	if strings.Count(librarySource, dispatch) != 1 {
-		t.Fatalf("the library no longer dispatches to fw_takes with %q: update this test", dispatch)
+	const dispatch = "  if fw_takes(keys, args, n, na, out) then return answer(out) end\n"
+	const packs = "    if ok and type(st) == 'table' then spack = st.pack end\n"
+	if strings.Count(librarySource, dispatch) != 1 || strings.Count(librarySource, packs) != 1 {
+		t.Fatalf("the library no longer dispatches to fw_takes with %q, or packs its replies with %q: update this test", dispatch, packs)
 	}
-	rdb := librariesOn(t, map[string]string{"takes": librarySource, "general": strings.Replace(librarySource, dispatch, "", 1)})
+	general := strings.Replace(strings.Replace(librarySource, dispatch, "", 1), packs, "", 1)
+	rdb := librariesOn(t, map[string]string{"takes": librarySource, "general": general})
 	ctx := context.Background()
 
 	specs := make([]string, 7)
@@ -62,7 +70,7 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 	now := time.Now().UnixMicro()
 	rng := rand.New(rand.NewPCG(7, 11))
 	shapes := map[string]int{}
-	reply := func(fn, prefix string, ops [][3]string) []any {
+	reply := func(fn, prefix string, ops [][3]string) []int64 {
 		args := []any{"fcall", fn + "_batch", len(ops)}
 		for _, op := range ops {
 			args = append(args, "{t}"+prefix+op[0])
@@ -83,11 +91,18 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 				args = append(args, op[1], op[2])
 			}
 		}
-		v, err := rdb.Do(ctx, args...).Slice()
+		v, err := rdb.Do(ctx, args...).Result()
 		if err != nil {
 			t.Fatal(fn, err)
 		}
-		return v
+		if _, ok := v.(string); ok != (fn == "takes") {
+			t.Fatalf("%s answered a %T", fn, v)
+		}
+		n, err := replyInts(v, 2+replyPerOp*len(ops), nil)
+		if err != nil {
+			t.Fatal(fn, err)
+		}
+		return n
 	}
 	fast := 0
 	for step := range 600 {
@@ -112,7 +127,7 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 		} else {
 			fast++
 		}
-		var a, b []any
+		var a, b []int64
 		if step%2 == 0 { // in turn first
 			a, b = reply("takes", "a", ops), reply("general", "b", ops)
 		} else {
@@ -122,7 +137,7 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 			t.Fatalf("step %d %q: %d fields against %d", step, ops, len(a), len(b))
 		}
 		for i := range a {
-			x, y := a[i].(int64), b[i].(int64)
+			x, y := a[i], b[i]
 			tol := int64(0)
 			if i >= 2 && ((i-2)%6 == 2 || (i-2)%6 == 3) { // reset, retry: µs, from a TTL in ms
 				tol = 50000 // (a busy machine may stall between the two calls)
@@ -163,8 +178,12 @@ func TestMalformedBatchesAreRefused(t *testing.T) {
 	rdb := librariesOn(t, map[string]string{"m": librarySource})
 	ctx := context.Background()
 	const spec = "fw|5|60000000|1||0|||||"
-	if v, err := rdb.Do(ctx, "fcall", "m_batch", 2, "{x}a", "{x}b", "", 2, spec, "t", spec, "t").Slice(); err != nil || len(v) != 14 {
-		t.Fatalf("a good batch: %v %v", v, err)
+	if v, err := rdb.Do(ctx, "fcall", "m_batch", 2, "{x}a", "{x}b", "", 2, spec, "t", spec, "t").Result(); err != nil {
+		t.Fatalf("a good batch: %v", err)
+	} else if n, err := replyInts(v, 14, nil); err != nil {
+		t.Fatalf("a good batch: %v", err)
+	} else if n[0] != 1 {
+		t.Fatalf("a good batch: %v, want allowed", n)
 	}
 	for _, n := range []string{"0.5", "nan", "-1", "1.5", "2", "inf", ""} {
 		v, err := rdb.Do(ctx, "fcall", "m_batch", 1, "{y}a", "", n, spec, "t").Result()
@@ -274,11 +293,30 @@ func TestARevocationOutlivesItsWindowInRedissClock(t *testing.T) {
 	time.Sleep(time.Until(rv.Add(window + 300*time.Millisecond))) // Redis's clock past the revocation's end
 	at := rv.Add(-100 * time.Millisecond)                         // a token issued before it, alive until at + window
 	passed := rv.Add(window - 200*time.Millisecond)               // the time passed, behind Redis's
-	v, err := rdb.Do(ctx, "fcall", "r_batch", 1, "{r}dv", passed.UnixMicro(), 1, spec, fmt.Sprintf("d|1|0||%d", at.UnixMicro())).Slice()
+	r, err := rdb.Do(ctx, "fcall", "r_batch", 1, "{r}dv", passed.UnixMicro(), 1, spec, fmt.Sprintf("d|1|0||%d", at.UnixMicro())).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v[2] != int64(0) {
+	v, err := replyInts(r, 2+replyPerOp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[2] != 0 {
 		t.Errorf("a token issued before the revocation, checked at a passed time behind Redis's: %v, want untrusted", v)
+	}
+}
+
+// A packed reply's integers are signed 64-bit, big-endian, as
+// struct.pack's '>l' writes them: negative ones and ones past 32 bits
+// come back as they went.
+func TestAPackedReplyReadsSignedIntegers(t *testing.T) {
+	want := []int64{-1, 0, 1, 255, 256, 1 << 40, -(1 << 53), 1<<53 - 1, -300}
+	b := make([]byte, 0, 8*len(want))
+	for _, n := range want {
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	got, err := replyInts(string(b), len(want), nil)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("%v, %v; want %v", got, err, want)
 	}
 }
