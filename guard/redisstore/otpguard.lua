@@ -701,11 +701,15 @@ local OUT = {}
 -- answer is the batch's reply: its integers packed as one string of
 -- 8-byte big-endian signed integers where the server has struct.pack
 -- (one bulk string costs the server and the client less than an array
--- of integers), else as they are. FMT: the formats, by count.
+-- of integers), else as they are. FMT: the formats, by count. A reply of
+-- more than PACKMAX integers goes as they are: unpack passes at most
+-- 8000 values (Lua's C stack), and answer runs after the batch's writes,
+-- so it must not fail.
 local FMT = {}
+local PACKMAX = 2000
 local function answer(out)
-  if not spack then return out end
   local n = #out
+  if not spack or n > PACKMAX then return out end
   local f = FMT[n]
   if not f then f = '>' .. string.rep('l', n); FMT[n] = f end
   return spack(f, tunpack(out, 1, n))

@@ -378,6 +378,17 @@ func parseReply(v any, idx []int, res []store.OpResult) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// the codes and flags in their ranges, the time after 1970: a string
+	// or array of the right length from something else than the library
+	// (a proxy's, another version's) is refused, not read as a decision
+	if n[0] < 0 || n[0] > 1 || n[1] <= 0 {
+		return false, fmt.Errorf("unexpected reply: allowed %d, time %d", n[0], n[1])
+	}
+	for j := range idx {
+		if f := n[2+replyPerOp*j:]; f[0] < 0 || f[0] > 4 || f[4] < 0 || f[4] > 1 {
+			return false, fmt.Errorf("unexpected reply: op %d answered %d, locked %d", j, f[0], f[4])
+		}
+	}
 	now := time.UnixMicro(n[1])
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 	for j, i := range idx {

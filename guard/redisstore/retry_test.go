@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -297,6 +300,10 @@ func TestABatchReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 		{int64(1), now, int64(1), int64(7), int64(5e6), int64(0), int64(0)},
 		{int64(1), now, int64(1), int64(7), int64(5e6), int64(0), int64(0), int64(1), int64(0)},
 		{int64(1), now},
+		{int64(2), now, int64(1), int64(7), int64(5e6), int64(0), int64(0), int64(1)},
+		{int64(1), int64(0), int64(1), int64(7), int64(5e6), int64(0), int64(0), int64(1)},
+		{int64(1), now, int64(5), int64(7), int64(5e6), int64(0), int64(0), int64(1)},
+		{int64(1), now, int64(1), int64(7), int64(5e6), int64(0), int64(2), int64(1)},
 	} {
 		var res []store.OpResult
 		var err error
@@ -305,9 +312,13 @@ func TestABatchReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 			t.Errorf("a reply %v: %+v, %v, want a store error", reply, res, err)
 		}
 	}
-	// packed (struct.pack's 8-byte big-endian integers): of another length
+	// packed (struct.pack's 8-byte big-endian integers): of another
+	// length, or of the right length with a code or flag out of its
+	// range, or no time (64 bytes of text, say)
 	denial := []int64{0, now, 0, 7, 5e6, 3e6, 0, 0}
-	for _, reply := range []any{packed(denial[:7]), packed(denial)[:63], packed(denial) + "\x00", packed(append(denial, 0)), "", []any{packed(denial)}} {
+	with := func(i int, v int64) string { d := slices.Clone(denial); d[i] = v; return packed(d) }
+	for _, reply := range []any{packed(denial[:7]), packed(denial)[:63], packed(denial) + "\x00", packed(append(denial, 0)), "", []any{packed(denial)},
+		strings.Repeat("A", 64), with(0, 2), with(0, -1), with(1, 0), with(1, -now), with(2, 5), with(2, -1), with(6, 2), with(6, -1)} {
 		var res []store.OpResult
 		var err error
 		h.answering(reply, func() { res, err = st.Do(ctx, ops) })
@@ -335,4 +346,30 @@ func packed(ns []int64) string {
 		b = binary.BigEndian.AppendUint64(b, uint64(n))
 	}
 	return string(b)
+}
+
+// A batch whose reply has more integers than the library packs (1,400
+// ops: 8,402 integers, past the 8,000 values Lua's unpack passes) is
+// answered as an array of them: its takes counted and answered, not
+// written and then refused.
+func TestABatchTooLongToPackIsAnswered(t *testing.T) {
+	rdb := single.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	st := redisstore.New(rdb, redisstore.Options{})
+	ops := make([]store.Op, 1400)
+	for i := range ops {
+		ops[i] = store.Op{Kind: store.Take, Spec: retrySpec, Tag: fmt.Sprintf("long%018d", i), Cost: 1}
+	}
+	for round := 1; round <= 2; round++ {
+		res, err := st.Do(ctx, ops)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for i, r := range res {
+			if !r.Allowed || r.Taken != 1 || r.Remaining != retrySpec.Limit-int64(round) {
+				t.Fatalf("round %d, op %d: %+v", round, i, r)
+			}
+		}
+	}
 }
