@@ -285,19 +285,40 @@ func TestAFullQueueRefusesWithRetryAfterAndSpendsNothing(t *testing.T) {
 	if r := s.sendSMS(t, "+447911126005", "198.51.100.3"); r.StatusCode != 202 {
 		t.Fatalf("the sixth: %d %s", r.StatusCode, r.Body)
 	}
-	time.Sleep(1100 * time.Millisecond)
-	r := s.sendSMS(t, "+447911126009", "198.51.100.3")
-	if r.StatusCode != 503 || r.Headers["Retry-After"] == "" || !strings.Contains(r.Body, "delivery_unavailable") {
-		t.Fatalf("a send past the cap: %d %v %s, want 503 with Retry-After", r.StatusCode, r.Headers, r.Body)
+	// Past the cap, a second after the last read. The cap is soft
+	// (docs/delivery.md): a read beside the sends that SQS answered before
+	// the sixth send reached it, landing after, takes that send as counted
+	// and leaves the depth one short, so the next send may be admitted
+	// (and the read beside it lands whole). A busy machine makes that
+	// likely: a send admitted over the cap is counted, and the next one,
+	// on a new number, asked again; one must be refused within three.
+	var refused string
+	extra := 0
+	for i := 9; refused == "" && i < 12; i++ {
+		time.Sleep(1100 * time.Millisecond)
+		to := fmt.Sprintf("+447911126%03d", i)
+		r := s.sendSMS(t, to, "198.51.100.3")
+		switch {
+		case r.StatusCode == 503 && r.Headers["Retry-After"] != "" && strings.Contains(r.Body, "delivery_unavailable"):
+			refused = to
+			t.Logf("refused: Retry-After %s", r.Headers["Retry-After"])
+		case r.StatusCode == 202 && extra == 0:
+			extra++
+			t.Logf("a send admitted over the cap on a read one short (the cap is soft): %s", r.Body)
+		default:
+			t.Fatalf("a send past the cap: %d %v %s, want 503 with Retry-After", r.StatusCode, r.Headers, r.Body)
+		}
 	}
-	t.Logf("refused: Retry-After %s", r.Headers["Retry-After"])
+	if refused == "" {
+		t.Fatal("no send past the cap was refused")
+	}
 	sqsdouble.Start(t, s.queueURL, s.deliver, 1, false)
-	if !waitFor(20*time.Second, func() bool { return len(s.aws.SMS()) == 6 }) {
-		t.Fatal("the queue does not drain")
+	if !waitFor(20*time.Second, func() bool { return len(s.aws.SMS()) == 6+extra }) {
+		t.Fatalf("the queue does not drain: %d of %d sent", len(s.aws.SMS()), 6+extra)
 	}
 	time.Sleep(1100 * time.Millisecond)
 	// its unit went back: a limit of one per number still lets it through
-	if r := s.sendSMS(t, "+447911126009", "198.51.100.3"); r.StatusCode != 202 {
+	if r := s.sendSMS(t, refused, "198.51.100.3"); r.StatusCode != 202 {
 		t.Fatalf("the refused number after the queue drained: %d %s", r.StatusCode, r.Body)
 	}
 }
