@@ -805,7 +805,8 @@ end
 -- batch and takes nothing until the proof commits it ('k'), unless it
 -- counts failures), remaining, reset, retry, locked (0/1), taken}. It is
 -- written in place: op i's fields are out[j + 1] .. out[j + 6], j = 2 +
--- 6 (i - 1), all of them set in order first (a hole would end the reply).
+-- 6 (i - 1), all of them set in order first (a hole would end the reply),
+-- and answered packed where the server can (answer).
 
 -- untake reports what an allowed op leaves when nothing is taken: the
 -- units back, and the state's end as it stands (0 when empty), not as the
