@@ -277,9 +277,10 @@ func TestACodeCheckReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 
 // TestABatchReplyOfAnotherShapeIsAStoreError: a reply to a decision's
 // batch that is not the library's (an element of another type or none, a
-// length that does not fit its ops: another version's library, a proxy's
-// answer) is a store error, not a decision, and the library's own shape
-// is read as it says.
+// length that does not fit its ops, a code or flag out of its range, no
+// time: another version's library, a proxy's answer), as an array or as
+// a packed string, is a store error, not a decision, and the library's
+// own shapes, the array and the packed string, are read as they say.
 func TestABatchReplyOfAnotherShapeIsAStoreError(t *testing.T) {
 	rdb, h := hooked(t)
 	ctx := context.Background()
