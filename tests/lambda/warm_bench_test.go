@@ -3,7 +3,6 @@ package lambda
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -251,67 +248,4 @@ func warmEvent(b *testing.B, raw []byte, fn string, i int) []byte {
 	ev["requestContext"].(map[string]any)["http"].(map[string]any)["sourceIp"] = ip
 	out, _ := json.Marshal(ev)
 	return out
-}
-
-// report is what the emulator's REPORT line of an invocation says, in
-// milliseconds: its Duration and Billed Duration, and its Init Duration
-// when the invocation started the function (else 0).
-type report struct{ duration, billed, init float64 }
-
-// reportLine is the emulator's REPORT line (internal/lambda/rie's
-// printEndReports): RequestId, then Init Duration on the invocation that
-// started the function, Duration and Billed Duration, tab-separated.
-var reportLine = regexp.MustCompile(`(?m)^REPORT RequestId: (\S+)\t(?:Init Duration: ([0-9.]+) ms\t)?Duration: ([0-9.]+) ms\tBilled Duration: ([0-9]+) ms\t`)
-
-// initLine is the emulator's log line of a bootstrap's init, from its
-// start to its first request for an event (rapid's INIT REPORT).
-var initLine = regexp.MustCompile(`\(rapid\) INIT REPORT\(durationMs: ([0-9.]+)\)`)
-
-// initReport is the duration in milliseconds of the bootstrap's init that
-// the emulator logged, once it has: exactly one, or tb fails.
-func (e *emulated) initReport(tb testing.TB) float64 {
-	tb.Helper()
-	out, _ := e.out.WaitFor("INIT REPORT(durationMs: ", 10*time.Second)
-	m := initLine.FindAllStringSubmatch(out, -1)
-	if len(m) != 1 {
-		tb.Fatalf("%d INIT REPORT lines from the emulator, want 1:\n%s", len(m), out)
-	}
-	ms, err := strconv.ParseFloat(m[0][1], 64)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return ms
-}
-
-// reports are the REPORT lines of invocations ids, in their order, once
-// the emulator has written the last one; an invocation without exactly
-// one fails tb.
-func (e *emulated) reports(tb testing.TB, ids []string) []report {
-	tb.Helper()
-	out, ok := e.out.WaitFor("REPORT RequestId: "+ids[len(ids)-1]+"\t", 10*time.Second)
-	if !ok {
-		tb.Fatalf("the emulator wrote no REPORT line for %s", ids[len(ids)-1])
-	}
-	byID := map[string][]report{}
-	for _, m := range reportLine.FindAllStringSubmatch(out, -1) {
-		var r report
-		var err [3]error
-		if m[2] != "" {
-			r.init, err[0] = strconv.ParseFloat(m[2], 64)
-		}
-		r.duration, err[1] = strconv.ParseFloat(m[3], 64)
-		r.billed, err[2] = strconv.ParseFloat(m[4], 64)
-		if e := errors.Join(err[:]...); e != nil {
-			tb.Fatalf("REPORT line %q: %v", m[0], e)
-		}
-		byID[m[1]] = append(byID[m[1]], r)
-	}
-	rs := make([]report, len(ids))
-	for i, id := range ids {
-		if len(byID[id]) != 1 {
-			tb.Fatalf("%d REPORT lines for invocation %s, want 1", len(byID[id]), id)
-		}
-		rs[i] = byID[id][0]
-	}
-	return rs
 }
