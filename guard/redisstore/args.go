@@ -16,6 +16,8 @@ import (
 //	                on the same dimensions, a field per rule and slot
 //	og:{tag}ID      a rule's own key (ID: two characters), 28 bytes in all,
 //	                the largest that fits Redis's 32-byte key allocation
+//	og:{tag}IDk     a fixed window's own key that holds its end too (k: a
+//	                letter for the value's P, see endInValue)
 //	og:{tag}ID:l    its lockout hash, when it has a lockout and is not packed
 //	og:{tag}dv      an account's device-token revocation time
 //	og:{tag}:otp    a pending verification code (the otp package's tag)
@@ -60,9 +62,36 @@ func countArg(plain bool, n int) any {
 	return n
 }
 
-// static is a Spec's unchanging argument, boxed once.
+// static is a Spec's unchanging argument, boxed once, and its own key's
+// suffix.
 type static struct {
-	spec any
+	spec   any
+	suffix string
+}
+
+// endInValue reports whether a fixed window on its own key keeps its
+// window's end in its key's value beside the count (otpguard.lua's
+// fe_split: count + M * (the end's ms mod P), P the least power of two
+// above the window's ms plus a second, at least 2^10, M = 2^53 / P),
+// and P's exponent: where it has no lockout or challenge and twice its
+// limit is below M (a window of an hour, limits below 2^30; of a day,
+// below 2^25). Its key then ends in a letter for P: a library before
+// this one, still running during a deploy, never reads such a value as
+// a count, and a window changed to another P never reads one of the
+// P before.
+func endInValue(s *store.Spec) (int, bool) {
+	if s.Algorithm != store.FixedWindow || s.Packed || s.Lockout != nil || s.Challenge || s.Limit < 0 {
+		return 0, false
+	}
+	pxn := max(1, (s.Window.Microseconds()+999)/1000)
+	k := 10
+	for int64(1)<<k < pxn+1001 {
+		k++
+		if k > 35 {
+			return 0, false
+		}
+	}
+	return k, 2*s.Limit < int64(1)<<(53-k)
 }
 
 var algCode = map[store.Algorithm]string{
@@ -114,7 +143,11 @@ func (statics *statics) of(s *store.Spec) *static {
 	if s.Keep > s.Limit {
 		keep = strconv.FormatInt(s.Keep, 10)
 	}
-	st = &static{spec: algCode[s.Algorithm] + "|" + strconv.FormatInt(s.Limit, 10) + "|" + us(s.Window) + "|" + enforce + "|" + field + "|" + ttl + "|" + lock + "|" + mn + "|" + elastic + "|" + challenge + "|" + keep}
+	alg, suffix := algCode[s.Algorithm], ""
+	if k, ok := endInValue(s); ok {
+		alg, suffix = "fe", string(rune('a'+k-10))
+	}
+	st = &static{suffix: suffix, spec: alg + "|" + strconv.FormatInt(s.Limit, 10) + "|" + us(s.Window) + "|" + enforce + "|" + field + "|" + ttl + "|" + lock + "|" + mn + "|" + elastic + "|" + challenge + "|" + keep}
 	statics.Lock()
 	if statics.m == nil || len(statics.m) >= maxStatics {
 		statics.m = map[*store.Spec]*static{}
@@ -141,7 +174,7 @@ func init() {
 // batch of plain takes (plain).
 func (statics *statics) appendOp(keys []string, args []any, op *store.Op, plain bool) ([]string, []any) {
 	st := statics.of(op.Spec)
-	key := stateKey(op)
+	key := stateKey(op) + st.suffix
 	keys = append(keys, key)
 	if op.Spec.Lockout != nil && !op.Spec.Packed {
 		keys = append(keys, key+":l")

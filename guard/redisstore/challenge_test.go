@@ -40,9 +40,9 @@ func TestAChallengeRuleFlagsAndWaitsForTheProof(t *testing.T) {
 		// hash's <id>c fields
 		counters := func() map[string]int {
 			out := map[string]int{}
-			for _, v := range dump(t, rdb) {
+			for k, v := range dump(t, rdb) {
 				if !strings.HasPrefix(v, "map[") {
-					out[v]++
+					out[ownCount(k, v)]++
 					continue
 				}
 				for _, f := range strings.Fields(strings.Trim(v, "map[]")) {

@@ -10,41 +10,61 @@ import (
 
 // A fixed window's key in its last millisecond (Redis drops a key once
 // the time is past its expiry's millisecond; PTTL answers 0 in it) is a
-// window over: a take then starts the next, as a read has it. Taken for
-// a key without a TTL, it was given a whole new window with the old
-// count, and a client that waited its retry-after to the millisecond was
-// denied for another window. In the fast pass (plain takes alone) and
-// the general one (a peek beside the take).
+// window over where the window's end is read from PTTL: a take then
+// starts the next, as a read has it. Taken for a key without a TTL, it
+// was given a whole new window with the old count, and a client that
+// waited its retry-after to the millisecond was denied for another
+// window. Where the end is in the key's value (an hour's window of a
+// small limit, see endInValue), the take 0.3 ms before it is denied for
+// those 0.3 ms, and once they have passed starts the next window. In the
+// fast pass (plain takes alone) and the general one (a peek beside the
+// take).
 func TestATakeInAKeysLastMillisecondStartsTheNextWindow(t *testing.T) {
-	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 2, Window: time.Hour, Enforce: true}
-	other := &store.Spec{ID: "ot", Algorithm: store.FixedWindow, Limit: 2, Window: time.Hour, Enforce: true}
-	for _, general := range []bool{false, true} {
-		clock, st := newFixedClock(t)
-		batch := []store.Op{{Kind: store.Take, Spec: spec, Tag: "Kz9cY0qQ3xWfT1mB7nLp2A", Cost: 1}}
-		if general {
-			batch = append(batch, store.Op{Kind: store.Peek, Spec: other, Tag: "Kz9cY0qQ3xWfT1mB7nLp2A", Cost: 1})
-		}
-		ctx := context.Background()
-		for range 2 { // the window's limit
-			if res, err := st.Do(ctx, batch); err != nil || !res[0].Allowed {
-				t.Fatalf("a take within the limit: %+v %v", res, err)
+	for _, c := range []struct {
+		name    string
+		window  time.Duration
+		inValue bool
+	}{{"end in the value", time.Hour, true}, {"end from PTTL", 2 * 365 * 24 * time.Hour, false}} {
+		spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 2, Window: c.window, Enforce: true}
+		other := &store.Spec{ID: "ot", Algorithm: store.FixedWindow, Limit: 2, Window: c.window, Enforce: true}
+		for _, general := range []bool{false, true} {
+			clock, st := newFixedClock(t)
+			batch := []store.Op{{Kind: store.Take, Spec: spec, Tag: "Kz9cY0qQ3xWfT1mB7nLp2A", Cost: 1}}
+			if general {
+				batch = append(batch, store.Op{Kind: store.Peek, Spec: other, Tag: "Kz9cY0qQ3xWfT1mB7nLp2A", Cost: 1})
 			}
-		}
-		denied, err := st.Do(ctx, batch)
-		if err != nil || denied[0].Allowed || denied[0].RetryAfter != time.Hour {
-			t.Fatalf("over the limit: %+v %v; want denied for the hour", denied, err)
-		}
-		// 0.3 ms before the key's end: its PTTL is 0
-		clock.advance(time.Hour - 300*time.Microsecond)
-		if p := clock.srv.Client().PTTL(ctx, "og:{"+batch[0].Tag+"}fw").Val(); p != 0 {
-			t.Fatalf("the key's PTTL is %s, want 0 (the test's premise)", p)
-		}
-		res, err := st.Do(ctx, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := res[0]; !r.Allowed || r.Remaining != 1 || r.ResetAfter != time.Hour {
-			t.Fatalf("general pass %v: %+v; want the next window's first take: 1 left, for the hour", general, r)
+			ctx := context.Background()
+			for range 2 { // the window's limit
+				if res, err := st.Do(ctx, batch); err != nil || !res[0].Allowed {
+					t.Fatalf("%s: a take within the limit: %+v %v", c.name, res, err)
+				}
+			}
+			denied, err := st.Do(ctx, batch)
+			if err != nil || denied[0].Allowed || denied[0].RetryAfter != c.window {
+				t.Fatalf("%s: over the limit: %+v %v; want denied for the window", c.name, denied, err)
+			}
+			// 0.3 ms before the key's end: its PTTL is 0
+			clock.advance(c.window - 300*time.Microsecond)
+			key := ownKey(t, clock.srv.Client(), batch[0].Tag, "fw")
+			if p := clock.srv.Client().PTTL(ctx, key).Val(); p != 0 {
+				t.Fatalf("%s: the key's PTTL is %s, want 0 (the test's premise)", c.name, p)
+			}
+			res, err := st.Do(ctx, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.inValue {
+				if r := res[0]; r.Allowed || r.RetryAfter != 300*time.Microsecond {
+					t.Fatalf("%s, general pass %v: %+v; want denied for the 0.3 ms left", c.name, general, r)
+				}
+				clock.advance(300 * time.Microsecond)
+				if res, err = st.Do(ctx, batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r := res[0]; !r.Allowed || r.Remaining != 1 || r.ResetAfter != c.window {
+				t.Fatalf("%s, general pass %v: %+v; want the next window's first take: 1 left, for the window", c.name, general, r)
+			}
 		}
 	}
 }
@@ -53,30 +73,40 @@ func TestATakeInAKeysLastMillisecondStartsTheNextWindow(t *testing.T) {
 // leaves nothing: the window it started is gone with it, as a denied
 // request consumes nothing.
 func TestATakeInAKeysLastMillisecondGivenBackLeavesNothing(t *testing.T) {
-	spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 2, Window: time.Hour, Enforce: true}
-	blocker := &store.Spec{ID: "bl", Algorithm: store.FixedWindow, Limit: 1, Window: 2 * time.Hour, Enforce: true}
-	other := &store.Spec{ID: "ot", Algorithm: store.FixedWindow, Limit: 2, Window: time.Hour, Enforce: true}
-	const tag = "Kz9cY0qQ3xWfT1mB7nLp2A"
-	for _, general := range []bool{false, true} {
-		clock, st := newFixedClock(t)
-		ctx := context.Background()
-		take := func(s *store.Spec) store.Op { return store.Op{Kind: store.Take, Spec: s, Tag: tag, Cost: 1} }
-		for _, s := range []*store.Spec{spec, spec, blocker} { // both at their limits
-			if res, err := st.Do(ctx, []store.Op{take(s)}); err != nil || !res[0].Allowed {
-				t.Fatalf("a take within the limit: %+v %v", res, err)
+	for _, c := range []struct {
+		name    string
+		window  time.Duration
+		inValue bool
+	}{{"end in the value", time.Hour, true}, {"end from PTTL", 2 * 365 * 24 * time.Hour, false}} {
+		spec := &store.Spec{ID: "fw", Algorithm: store.FixedWindow, Limit: 2, Window: c.window, Enforce: true}
+		blocker := &store.Spec{ID: "bl", Algorithm: store.FixedWindow, Limit: 1, Window: 2 * c.window, Enforce: true}
+		other := &store.Spec{ID: "ot", Algorithm: store.FixedWindow, Limit: 2, Window: c.window, Enforce: true}
+		const tag = "Kz9cY0qQ3xWfT1mB7nLp2A"
+		for _, general := range []bool{false, true} {
+			clock, st := newFixedClock(t)
+			ctx := context.Background()
+			take := func(s *store.Spec) store.Op { return store.Op{Kind: store.Take, Spec: s, Tag: tag, Cost: 1} }
+			for _, s := range []*store.Spec{spec, spec, blocker} { // both at their limits
+				if res, err := st.Do(ctx, []store.Op{take(s)}); err != nil || !res[0].Allowed {
+					t.Fatalf("a take within the limit: %+v %v", res, err)
+				}
 			}
-		}
-		clock.advance(time.Hour - 300*time.Microsecond) // fw's key: PTTL 0
-		batch := []store.Op{take(spec), take(blocker)}
-		if general {
-			batch = append(batch, store.Op{Kind: store.Peek, Spec: other, Tag: tag, Cost: 1})
-		}
-		res, err := st.Do(ctx, batch)
-		if err != nil || res[0].Allowed != true || res[1].Allowed {
-			t.Fatalf("general pass %v: %+v %v; want fw allowing, the blocker denying", general, res, err)
-		}
-		if n := clock.srv.Client().Exists(ctx, "og:{"+tag+"}fw").Val(); n != 0 {
-			t.Fatalf("general pass %v: the given-back take left fw's key (%q)", general, clock.srv.Client().Get(ctx, "og:{"+tag+"}fw").Val())
+			key := ownKey(t, clock.srv.Client(), tag, "fw")
+			clock.advance(c.window - 300*time.Microsecond) // fw's key: PTTL 0
+			if c.inValue {
+				clock.advance(300 * time.Microsecond) // (denied until its end, above)
+			}
+			batch := []store.Op{take(spec), take(blocker)}
+			if general {
+				batch = append(batch, store.Op{Kind: store.Peek, Spec: other, Tag: tag, Cost: 1})
+			}
+			res, err := st.Do(ctx, batch)
+			if err != nil || res[0].Allowed != true || res[1].Allowed {
+				t.Fatalf("%s, general pass %v: %+v %v; want fw allowing, the blocker denying", c.name, general, res, err)
+			}
+			if n := clock.srv.Client().Exists(ctx, key).Val(); n != 0 {
+				t.Fatalf("%s, general pass %v: the given-back take left fw's key (%q)", c.name, general, clock.srv.Client().Get(ctx, key).Val())
+			}
 		}
 	}
 }

@@ -24,6 +24,7 @@ local floor, ceil, max, min
 local spack, tunpack
 
 local now -- the call's TIME, in microseconds
+local NOWMS -- now in whole milliseconds (see fe_split)
 
 local function fmt(n) return string.format('%d', n) end
 
@@ -58,11 +59,13 @@ local function clock(t)
   if t and t ~= '' then
     now = tonumber(t)
     if not now or now < 0 or now ~= floor(now) or now >= 9007199254740992 then return false, 'otpguard: bad time ' .. t end
+    NOWMS = floor(now / 1000)
     return true
   end
   local ok, r = pcall(redis.call, 'TIME')
   if not ok or type(r) ~= 'table' then return false end
   now = tonumber(r[1]) * 1000000 + tonumber(r[2])
+  NOWMS = floor(now / 1000)
   return true
 end
 
@@ -132,13 +135,45 @@ local FW_SLACK = 1000000
 -- REVOKE_SLACK: see batch's 'D' (µs).
 local REVOKE_SLACK = 60000000
 
+-- A fixed window on its own key whose spec is 'fe' (see spec) keeps its
+-- window's end in the key's value beside the count: count + M * (the
+-- end's ms mod P), P the least power of two above the window's ms plus
+-- FW_SLACK's, M = 2^53 / P, so every value is exact in Lua's numbers
+-- (the spec is 'fe' only while twice its limit is below M: a take of at
+-- most the limit never carries into the end). INCRBY then answers the
+-- count and the end at once, where the count alone needed a PTTL.
+
+-- fe_split returns the count and the window's end (µs) of value v of
+-- key: the end it holds when that lies within the window from now, else
+-- (the key's last millisecond, or clocks further apart than the slack)
+-- as PTTL says, 0 when the window is over.
+local function fe_split(sp, key, v)
+  local c = v % sp.M
+  local d = ((v - c) / sp.M - NOWMS) % sp.P
+  if d >= 1 and d <= sp.pxn then return c, (NOWMS + d) * 1000 end
+  local p = redis.call('PTTL', key)
+  if p > 0 then return c, now + p * 1000 end
+  return c, 0
+end
+
+-- fe_value is the value of count c in a window starting now.
+local function fe_value(sp, c) return fmt(c + sp.M * ((NOWMS + sp.pxn) % sp.P)) end
+
 -- fixed_window: a count and the window's end; the window starts at the
--- first hit. Packed: fields <id>c, <id>e. Own key: the count, PX the window.
+-- first hit. Packed: fields <id>c, <id>e. Own key: the count, PX the
+-- window ('fe': the count and the end, see fe_split).
 A.fw = {
   read = function(op)
     if op.packed then
       local e = hget(op.key, op.f .. 'e') or 0
       if e > now then op.c, op.e = hget(op.key, op.f .. 'c') or 0, e else op.c, op.e = 0, 0 end
+    elseif op.M then
+      local v = redis.call('GET', op.key)
+      op.c, op.e = 0, 0
+      if v then
+        local c, e = fe_split(op, op.key, tonumber(v))
+        if e > 0 then op.c, op.e = c, e end
+      end
     else
       local p = redis.call('PTTL', op.key)
       if p > 0 then
@@ -166,7 +201,7 @@ A.fw = {
       hput(op.key, op.f .. 'c', op.c + n, op.ttl)
       hput(op.key, op.f .. 'e', op.e, op.ttl)
     elseif op.e == 0 then
-      redis.call('SET', op.key, n, 'PX', op.pxms)
+      if op.M then redis.call('SET', op.key, fe_value(op, n), 'PX', op.pxms) else redis.call('SET', op.key, n, 'PX', op.pxms) end
     else
       redis.call('INCRBY', op.key, n)
     end
@@ -210,12 +245,28 @@ local function fw_take(op, cost)
   -- (a number argument is formatted on every call: one unit is passed as
   -- a string, and the window's milliseconds are formatted once, with the
   -- spec; INCR and DECR are not among the stack's cache user's commands)
+  if op.M and cost > op.limit then
+    -- never allowed, and its INCRBY could carry into the end: answered
+    -- from the state as it stands, as the take given back would be
+    A.fw.read(op)
+    op.fresh, op.held = op.e == 0, 0
+    if op.fresh then return false, op.limit, 0, op.window end
+    return false, max(0, op.limit - op.c), op.e - now, op.e - now
+  end
   local c
   if cost == 1 then c = redis.call('INCRBY', op.key, '1') else c = redis.call('INCRBY', op.key, cost) end
   op.fresh = c == cost
   if op.fresh then
-    redis.call('PEXPIRE', op.key, op.pxms)
+    if op.M then redis.call('SET', op.key, fe_value(op, cost), 'PX', op.pxms) else redis.call('PEXPIRE', op.key, op.pxms) end
     op.e = now + op.window
+  elseif op.M then
+    local e
+    c, e = fe_split(op, op.key, c)
+    if e > 0 then op.e = e else
+      -- its window is over: this take starts the next
+      redis.call('SET', op.key, fe_value(op, cost), 'PX', op.pxms)
+      c, op.fresh, op.e = cost, true, now + op.window
+    end
   else
     local p = redis.call('PTTL', op.key)
     if p > 0 then op.e = now + p * 1000
@@ -662,11 +713,23 @@ local function spec(s)
   -- milliseconds: an infinite or huge one would format negative)
   local w = tonumber(window)
   if not w or w < 0 or w ~= floor(w) or w >= 9007199254740992 then return nil, 'otpguard: bad spec ' .. tostring(s) end
+  local fe = alg == 'fe' -- a fixed window with its end in its key's value (fe_split)
+  if fe then alg = 'fw' end
   sp = {alg = alg, limit = tonumber(limit), window = tonumber(window), enforce = enforce == '1', f = f,
     ttl = tonumber(ttl), packed = f ~= '', min = tonumber(mn) or 0, elastic = tonumber(el), challenge = ch ~= '',
     challenge_takes = ch == '2'}
   sp.keep = max(sp.limit, tonumber(kp) or 0)
   sp.pxms = fmt(ms(sp.window)) -- the window as PEXPIRE's argument
+  if fe then
+    -- P and M as args.go's endInValue has them; a spec they do not fit
+    -- is refused (its values would not be exact)
+    sp.pxn, sp.P = ms(sp.window), 1024
+    while sp.P < sp.pxn + 1001 do sp.P = sp.P * 2 end
+    sp.M = 9007199254740992 / sp.P
+    if sp.packed or lock ~= '' or ch ~= '' or sp.P > 34359738368 or not sp.limit or sp.limit < 0 or 2 * sp.limit >= sp.M then
+      return nil, 'otpguard: bad spec ' .. tostring(s)
+    end
+  end
   if lock ~= '' then
     local l, j = {}, 1
     for v in string.gmatch(lock, '%S+') do l[j] = tonumber(v); j = j + 1 end
@@ -881,7 +944,13 @@ local function fw_takes(keys, args, n, na, out)
       local c = redis.call('INCRBY', key, '1')
       local fresh, e = c == 1, sp.window
       if fresh then
-        redis.call('PEXPIRE', key, sp.pxms)
+        if sp.M then redis.call('SET', key, fe_value(sp, 1), 'PX', sp.pxms) else redis.call('PEXPIRE', key, sp.pxms) end
+      elseif sp.M then
+        c, e = fe_split(sp, key, c)
+        if e > 0 then e = e - now else
+          redis.call('SET', key, fe_value(sp, 1), 'PX', sp.pxms)
+          c, fresh, e = 1, true, sp.window
+        end
       else
         local p = redis.call('PTTL', key)
         if p > 0 then e = p * 1000

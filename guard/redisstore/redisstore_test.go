@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,6 +297,37 @@ func TestConcurrentMultiRuleRequests(t *testing.T) {
 			}
 		}
 	})
+}
+
+// ownKey is the key of rule id's own state for tag: og:{tag}id, and a
+// letter after it where a fixed window keeps its end in the value
+// (endInValue). It must exist.
+func ownKey(t *testing.T, rdb redis.UniversalClient, tag, id string) string {
+	t.Helper()
+	keys, err := rdb.Keys(context.Background(), "og:{"+tag+"}"+id+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys = slices.DeleteFunc(keys, func(k string) bool { return len(k) > len("og:{"+tag+"}"+id)+1 })
+	if len(keys) != 1 {
+		t.Fatalf("the own keys of %s for %s: %q, want one", id, tag, keys)
+	}
+	return keys[0]
+}
+
+// ownCount is the count of a fixed window's own key holding v: v itself,
+// or where the key ends in a letter k past the rule's id (its end in the
+// value, endInValue), v mod 2^(53 - (k - 'a' + 10)).
+func ownCount(key, v string) string {
+	i := strings.LastIndexByte(key, '}')
+	if i < 0 || len(key)-i != 4 || key[len(key)-1] < 'a' || key[len(key)-1] > 'z' {
+		return v
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return v
+	}
+	return strconv.FormatInt(n%(int64(1)<<(53-(int(key[len(key)-1]-'a')+10))), 10)
 }
 
 // dump returns every guard key's value, without TTLs.

@@ -56,6 +56,12 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 	for i := range specs {
 		specs[i] = fmt.Sprintf("fw|%d|%d|%d||0|||||", i%4, (60+15*i)*1000000, 1-i/6) // limits 0 to 3; the last one does not enforce
 	}
+	// the same on keys of their own that hold their window's end too (e0,
+	// e1, e2: fe_split; a key is never read in the other form)
+	ends := make([]string, len(specs))
+	for i := range specs {
+		ends[i] = "fe" + strings.TrimPrefix(specs[i], "fw")
+	}
 	// rules packed in a hash (fields Aa..Ad; the hash's TTL the longest
 	// window), on keys of their own (h0, h1); the last one's field is
 	// another's, under a lower limit (a limit lowered: a count above it)
@@ -110,8 +116,10 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 		ops := make([][3]string, n)
 		general := rng.IntN(10) == 0 // a batch the takes pass does not answer
 		for i := range ops {
-			if rng.IntN(2) == 0 {
+			if r := rng.IntN(3); r == 0 {
 				ops[i] = [3]string{fmt.Sprint("k", rng.IntN(3)), specs[rng.IntN(len(specs))], "t"}
+			} else if r == 1 {
+				ops[i] = [3]string{fmt.Sprint("e", rng.IntN(3)), ends[rng.IntN(len(ends))], "t"}
 			} else {
 				ops[i] = [3]string{fmt.Sprint("h", rng.IntN(2)), packed[rng.IntN(len(packed))], "t"}
 			}
@@ -147,7 +155,7 @@ func TestTheTakesPassAnswersAsTheGeneralOne(t *testing.T) {
 			}
 		}
 		if rng.IntN(6) == 0 { // a window ends (a hash's: all of its windows)
-			k := []string{"k0", "k1", "k2", "h0", "h1"}[rng.IntN(5)]
+			k := []string{"k0", "k1", "k2", "e0", "e1", "e2", "h0", "h1"}[rng.IntN(8)]
 			if err := rdb.Del(ctx, "{t}a"+k, "{t}b"+k).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -196,6 +204,21 @@ func TestMalformedBatchesAreRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "bad spec") {
 			t.Errorf("window %q: %v %v, want refused", w, v, err)
 		}
+	}
+	// a fixed window with its end in its value (fe_split) where its
+	// value would not be exact (twice the limit not below M: for an
+	// hour, 2^30), packed, with a lockout or a challenge, or a window
+	// past P's bound: the Go store never sends one (endInValue), the
+	// library refuses it
+	for _, sp := range []string{"fe|1073741824|3600000000|1||0|||||", "fe|5|3600000000|1|Aa|3600000000|||||",
+		"fe|5|3600000000|1||0|1000000 2 60000000 3600000000||||", "fe|5|3600000000|1||0||||1|", "fe|5|40000000000000|1||0|||||"} {
+		v, err := rdb.Do(ctx, "fcall", "m_batch", 1, "{w}k", "", 1, sp, "t").Result()
+		if err == nil || !strings.Contains(err.Error(), "bad spec") {
+			t.Errorf("spec %q: %v %v, want refused", sp, v, err)
+		}
+	}
+	if v, err := rdb.Do(ctx, "fcall", "m_batch", 1, "{u}k", "", 1, "fe|1073741823|3600000000|1||0|||||", "t").Result(); err != nil {
+		t.Errorf("an hour's window of 2^30 - 1 with its end in its value: %v %v", v, err)
 	}
 	for _, tm := range []string{"abc", "nan", "inf", "1e300", "-1000000", "1.5", "9007199254740992"} {
 		v, err := rdb.Do(ctx, "fcall", "m_batch", 2, "{v}a", "{v}b", tm, 2, spec, "t", spec, "t").Result()

@@ -1,0 +1,68 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A fixed window that keeps its end in its key's value (fe_split) is read
+// from the value only when that end lies within the window from the
+// call's time. Calls whose times are apart (the time passed by clients
+// whose estimates of the server's differ, by up to a second) read the
+// key's TTL instead: a call half a second behind the one that started
+// the window is told the window ends within the window, not half a second
+// past it; a call half a second past the value's end, while Redis still
+// holds the key, counts on in the same window, never in a new one. In the
+// fast pass (plain takes alone) and the general one (a take on its own).
+func TestAFixedWindowsEndInItsValueHoldsForCallsWhoseClocksDiffer(t *testing.T) {
+	rdb := librariesOn(t, map[string]string{"m": librarySource})
+	ctx := context.Background()
+	const spec = "fe|3|60000000|1||0|||||" // 3 a minute
+	for _, general := range []bool{false, true} {
+		key := "{s}plain"
+		if general {
+			key = "{s}general"
+		}
+		take := func(at int64) []int64 {
+			t.Helper()
+			args := []any{"fcall", "m_batch", 1, key, at, "t", spec}
+			if general {
+				args = []any{"fcall", "m_batch", 1, key, at, 1, spec, "t|1|0||0"}
+			}
+			v, err := rdb.Do(ctx, args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := replyInts(v, 2+replyPerOp, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n // batch allowed, now, allowed, remaining, reset, retry, locked, taken
+		}
+		tm, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := tm.UnixMicro()
+		if r := take(t0); r[0] != 1 || r[3] != 2 || r[4] != 60000000 {
+			t.Fatalf("general %v: the first take: %v", general, r)
+		}
+		// half a second behind: the value's end is more than a window on
+		if r := take(t0 - 500000); r[0] != 1 || r[3] != 1 || r[4] <= 0 || r[4] > 60000000 {
+			t.Fatalf("general %v: a take half a second behind: %v; want 1 left, the window ending within a minute", general, r)
+		}
+		// half a second past the value's end, the key still held (its
+		// TTL runs in the server's time: a second or so has passed)
+		late := t0 + 60500000
+		if r := take(late); r[0] != 1 || r[3] != 0 || r[4] <= 0 || r[4] > 60000000 {
+			t.Fatalf("general %v: a take past the value's end, the key held: %v; want the window's last unit", general, r)
+		}
+		if r := take(late); r[0] != 0 || r[5] <= 0 || r[5] > 60000000 {
+			t.Fatalf("general %v: a fourth take: %v; want denied, the window held", general, r)
+		}
+		if p := rdb.PTTL(ctx, key).Val(); p < 50*time.Second {
+			t.Fatalf("general %v: the key's TTL is %s, want the window's (the test's premise)", general, p)
+		}
+	}
+}
