@@ -14,10 +14,10 @@ import (
 //
 //	og:{tag}        the packed hash: the state of every packed rule keyed
 //	                on the same dimensions, a field per rule and slot
-//	og:{tag}ID      a rule's own key (ID: two characters), 28 bytes in all,
-//	                the largest that fits Redis's 32-byte key allocation
+//	og:{tag}ID      a rule's own key (ID: two characters), 29 bytes in all
 //	og:{tag}IDk     a fixed window's own key that holds its end too (k: a
-//	                letter for the value's P, see endInValue)
+//	                letter for the value's P, see endInValue); when it is
+//	                empty, the window in progress at og:{tag}ID goes on
 //	og:{tag}ID:l    its lockout hash, when it has a lockout and is not packed
 //	og:{tag}dv      an account's device-token revocation time
 //	og:{tag}:otp    a pending verification code (the otp package's tag)
@@ -78,7 +78,8 @@ type static struct {
 // below 2^25). Its key then ends in a letter for P: a library before
 // this one, still running during a deploy, never reads such a value as
 // a count, and a window changed to another P never reads one of the
-// P before.
+// P before. (The library carries the window in progress at the key
+// without the letter into an empty one: otpguard.lua's fe_carried.)
 func endInValue(s *store.Spec) (int, bool) {
 	if s.Algorithm != store.FixedWindow || s.Packed || s.Lockout != nil || s.Challenge || s.Limit < 0 {
 		return 0, false
