@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -149,5 +150,50 @@ func TestAWindowOfTheKeyBeforeThisLayoutGoesOn(t *testing.T) {
 	}
 	if r := call(key, "p|1|0||0"); r[0] != 1 || r[3] != 4 || !near(r[4], 600000) {
 		t.Fatalf("a peek: %v; want 4 left, the old window's 10 minutes", r)
+	}
+}
+
+// A denial's retry-after is the window's end as Redis's TTL has it, not
+// as the value holds it: the value's end is reckoned from the clock of
+// the call that started the window, a client's estimate of the
+// server's where the client passes the time. A window started by a call
+// 0.9 s behind, then denied to a call on time, is denied for the key's
+// whole TTL (about 2 s), not for 1.1 s after which a retry would be
+// denied again. A take, a take of more than the limit, and a peek, in
+// the fast pass and the general one.
+func TestADenialsRetryAfterIsTheKeysTTL(t *testing.T) {
+	rdb := librariesOn(t, map[string]string{"m": librarySource})
+	ctx := context.Background()
+	const spec = "fe|1|2000000|1||0|||||" // 1 in 2 s
+	for i, dyn := range []string{"", "t|1|0||0", "t|5|0||0", "p|1|0||0"} {
+		key := "{r}k" + strconv.Itoa(i)
+		call := func(at int64, dyn string) []int64 {
+			t.Helper()
+			args := []any{"fcall", "m_batch", 1, key, at, "t", spec}
+			if dyn != "" {
+				args = []any{"fcall", "m_batch", 1, key, at, 1, spec, dyn}
+			}
+			v, err := rdb.Do(ctx, args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := replyInts(v, 2+replyPerOp, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		tm, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := tm.UnixMicro()
+		if r := call(t0-900000, ""); r[0] != 1 { // started 0.9 s behind
+			t.Fatalf("the first take: %v", r)
+		}
+		r := call(t0, dyn)
+		if p := rdb.PTTL(ctx, key).Val(); r[2] != 0 || r[5] < p.Microseconds()-50000 || r[5] > 2000000 {
+			t.Fatalf("%q on time: %v (retry %d µs); want denied for the key's TTL, %s", dyn, r, r[5], p)
+		}
 	}
 }

@@ -146,14 +146,25 @@ local REVOKE_SLACK = 60000000
 -- fe_split returns the count and the window's end (µs) of value v of
 -- key: the end it holds when that lies within the window from now, else
 -- (the key's last millisecond, or clocks further apart than the slack)
--- as PTTL says, 0 when the window is over.
+-- as PTTL says, 0 when the window is over; and whether PTTL said it.
 local function fe_split(sp, key, v)
   local c = v % sp.M
   local d = ((v - c) / sp.M - NOWMS) % sp.P
-  if d >= 1 and d <= sp.pxn then return c, (NOWMS + d) * 1000 end
+  if d >= 1 and d <= sp.pxn then return c, (NOWMS + d) * 1000, false end
   local p = redis.call('PTTL', key)
-  if p > 0 then return c, now + p * 1000 end
-  return c, 0
+  if p > 0 then return c, now + p * 1000, true end
+  return c, 0, true
+end
+
+-- fe_exact is a denied window's end as the key's TTL has it: the end
+-- its value holds is reckoned from the clock of the call that started
+-- it, which may be a client's estimate of the server's (a passed time),
+-- and a client that waits a denial's retry-after must find the window
+-- over in Redis (e: the end held, kept in the key's last millisecond).
+local function fe_exact(key, e)
+  local p = redis.call('PTTL', key)
+  if p > 0 then return now + p * 1000 end
+  return e
 end
 
 -- fe_value is the value of count c in a window starting now.
@@ -200,10 +211,10 @@ A.fw = {
       if e > now then op.c, op.e = hget(op.key, op.f .. 'c') or 0, e else op.c, op.e = 0, 0 end
     elseif op.M then
       local v = redis.call('GET', op.key)
-      op.c, op.e, op.carry = 0, 0, false
+      op.c, op.e, op.carry, op.x = 0, 0, false, true
       if v then
-        local c, e = fe_split(op, op.key, tonumber(v))
-        if e > 0 then op.c, op.e = c, e end
+        local c, e, x = fe_split(op, op.key, tonumber(v))
+        if e > 0 then op.c, op.e, op.x = c, e, x end
       else
         local c, p = fe_carried(op, op.key)
         if p > 0 then op.c, op.e, op.carry = c, now + p * 1000, true end
@@ -219,6 +230,7 @@ A.fw = {
   end,
   check = function(op, cost)
     A.fw.read(op)
+    if op.M and op.c + cost > op.limit and op.e > 0 and not op.x then op.e = fe_exact(op.key, op.e) end
     -- A window never ends more than one window from now, however the
     -- clocks of the calls that started it and of this one are set (the
     -- passed clock of concurrent callers, see clock)
@@ -295,6 +307,7 @@ local function fw_take(op, cost)
     -- never allowed, and its INCRBY could carry into the end: answered
     -- from the state as it stands, as the take given back would be
     A.fw.read(op)
+    if op.e > 0 and not op.x then op.e = fe_exact(op.key, op.e) end
     op.fresh, op.held = op.e == 0, 0
     if op.fresh then return false, op.limit, 0, op.window end
     return false, max(0, op.limit - op.c), op.e - now, op.e - now
@@ -310,9 +323,12 @@ local function fw_take(op, cost)
     redis.call('PEXPIRE', op.key, op.pxms)
     op.e = now + op.window
   elseif op.M then
-    local e
-    c, e = fe_split(op, op.key, c)
-    if e > 0 then op.e = e else
+    local e, x
+    c, e, x = fe_split(op, op.key, c)
+    if e > 0 then
+      if c > op.limit and not x then e = fe_exact(op.key, e) end
+      op.e = e
+    else
       -- its window is over: this take starts the next
       redis.call('SET', op.key, fe_value(op, cost), 'PX', op.pxms)
       c, op.fresh, op.e = cost, true, now + op.window
@@ -1000,8 +1016,12 @@ local function fw_takes(keys, args, n, na, out)
       elseif fresh then
         redis.call('PEXPIRE', key, sp.pxms)
       elseif sp.M then
-        c, e = fe_split(sp, key, c)
-        if e > 0 then e = e - now else
+        local x
+        c, e, x = fe_split(sp, key, c)
+        if e > 0 then
+          if c > sp.limit and not x then e = fe_exact(key, e) end
+          e = e - now
+        else
           redis.call('SET', key, fe_value(sp, 1), 'PX', sp.pxms)
           c, fresh, e = 1, true, sp.window
         end
