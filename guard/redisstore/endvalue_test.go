@@ -118,3 +118,47 @@ func commandCalls(t *testing.T, rdb *redis.Client) map[string]int64 {
 	}
 	return out
 }
+
+// An upgrade carries on the windows in progress: a fixed window whose
+// key before this layout (og:{tag}ID, a library before this one's) holds
+// a count with its window's end goes on with them in its new key, on a
+// single node, a cluster and the Serverless double (the old key is one
+// of the call's keys: a script may touch no other there). A batch of
+// two such rules and one that keeps the old layout, in either pass.
+func TestAnUpgradeCarriesOnTheWindowsInProgress(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		st := newStore(rdb)
+		ctx := context.Background()
+		const tag = "Kz9cY0qQ3xWfT1mB7nLp2A"
+		a := &store.Spec{ID: "up", Algorithm: store.FixedWindow, Limit: 3, Window: time.Hour, Enforce: true}
+		b := &store.Spec{ID: "uq", Algorithm: store.FixedWindow, Limit: 5, Window: time.Hour, Enforce: true}
+		big := &store.Spec{ID: "ur", Algorithm: store.FixedWindow, Limit: 1 << 40, Window: time.Hour, Enforce: true} // its count alone
+		admin := adminOf(rdb)
+		for _, general := range []bool{false, true} {
+			// the old library's state: a at its limit for 30 more
+			// minutes, b at 1 of 5 for 20
+			if err := admin.Set(ctx, "og:{"+tag+"}up", 3, 30*time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.Set(ctx, "og:{"+tag+"}uq", 1, 20*time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			batch := []store.Op{{Kind: store.Take, Spec: b, Tag: tag, Cost: 1}, {Kind: store.Take, Spec: big, Tag: tag, Cost: 1}}
+			if general {
+				batch = append(batch, store.Op{Kind: store.Peek, Spec: big, Tag: tag, Cost: 1})
+			}
+			res, err := st.Do(ctx, batch)
+			if err != nil || !res[0].Allowed || res[0].Remaining != 3 || res[0].ResetAfter > 20*time.Minute || res[0].ResetAfter < 19*time.Minute {
+				t.Fatalf("general %v: b carried on: %+v %v; want 3 left, 20 minutes", general, res, err)
+			}
+			res, err = st.Do(ctx, []store.Op{{Kind: store.Take, Spec: a, Tag: tag, Cost: 1}, {Kind: store.Take, Spec: b, Tag: tag, Cost: 1}})
+			if err != nil || res[0].Allowed || res[0].RetryAfter > 30*time.Minute || res[0].RetryAfter < 29*time.Minute {
+				t.Fatalf("general %v: a at its limit: %+v %v; want denied for the old window's 30 minutes", general, res, err)
+			}
+			if p := admin.PTTL(ctx, "og:{"+tag+"}uqm").Val(); p > 20*time.Minute || p < 19*time.Minute {
+				t.Fatalf("general %v: b's new key lives %s, want the old window's 20 minutes", general, p)
+			}
+			flush(t, rdb)
+		}
+	})
+}
