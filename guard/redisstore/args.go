@@ -78,9 +78,8 @@ type static struct {
 // below 2^25). Its key then ends in a letter for P: a library before
 // this one, still running during a deploy, never reads such a value as
 // a count, and a window changed to another P never reads one of the
-// P before. The key without the letter follows it among the call's keys:
-// the library carries the window in progress there into an empty one
-// (otpguard.lua's fe_carried).
+// P before. (The library carries the window in progress at the key
+// without the letter into an empty one: otpguard.lua's fe_carried.)
 func endInValue(s *store.Spec) (int, bool) {
 	if s.Algorithm != store.FixedWindow || s.Packed || s.Lockout != nil || s.Challenge || s.Limit < 0 {
 		return 0, false
@@ -176,14 +175,8 @@ func init() {
 // batch of plain takes (plain).
 func (statics *statics) appendOp(keys []string, args []any, op *store.Op, plain bool) ([]string, []any) {
 	st := statics.of(op.Spec)
-	key := stateKey(op)
-	if st.suffix != "" {
-		// and the key before this layout, whose window in progress an
-		// empty key carries on (declared: a script may touch no other)
-		keys = append(keys, key+st.suffix, key)
-	} else {
-		keys = append(keys, key)
-	}
+	key := stateKey(op) + st.suffix
+	keys = append(keys, key)
 	if op.Spec.Lockout != nil && !op.Spec.Packed {
 		keys = append(keys, key+":l")
 	}

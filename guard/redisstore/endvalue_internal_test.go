@@ -27,9 +27,9 @@ func TestAFixedWindowsEndInItsValueHoldsForCallsWhoseClocksDiffer(t *testing.T) 
 		}
 		take := func(at int64) []int64 {
 			t.Helper()
-			args := []any{"fcall", "m_batch", 2, key, key + "-old", at, "t", spec}
+			args := []any{"fcall", "m_batch", 1, key, at, "t", spec}
 			if general {
-				args = []any{"fcall", "m_batch", 2, key, key + "-old", at, 1, spec, "t|1|0||0"}
+				args = []any{"fcall", "m_batch", 1, key, at, 1, spec, "t|1|0||0"}
 			}
 			v, err := rdb.Do(ctx, args...).Result()
 			if err != nil {
@@ -80,10 +80,9 @@ func TestAWindowOfTheKeyBeforeThisLayoutGoesOn(t *testing.T) {
 	const spec = "fe|5|3600000000|1||0|||||" // 5 an hour
 	call := func(key, dyn string) []int64 {
 		t.Helper()
-		old := key[:len(key)-1] // the key before this layout follows it
-		args := []any{"fcall", "m_batch", 2, key, old, "", "t", spec}
+		args := []any{"fcall", "m_batch", 1, key, "", "t", spec}
 		if dyn != "" {
-			args = []any{"fcall", "m_batch", 2, key, old, "", 1, spec, dyn}
+			args = []any{"fcall", "m_batch", 1, key, "", 1, spec, dyn}
 		}
 		v, err := rdb.Do(ctx, args...).Result()
 		if err != nil {
@@ -140,17 +139,6 @@ func TestAWindowOfTheKeyBeforeThisLayoutGoesOn(t *testing.T) {
 	if r := call("{f}kam", "t|0|0||0"); r[0] != 1 || r[3] != 5 || rdb.Exists(ctx, "{f}kam").Val() != 0 {
 		t.Fatalf("a take of nothing: %v, the key %d; want 5 left and no key", r, rdb.Exists(ctx, "{f}kam").Val())
 	}
-	// a lease's units taken on the old key's window (a take of nothing
-	// and 2 more: a quarter of the 4 left, 1), the new key empty
-	if err := rdb.Set(ctx, "{g}ka", 1, 10*time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if r := call("{g}kam", "t|0|2||0"); r[0] != 1 || r[7] != 1 {
-		t.Fatalf("a lease on the old key's window: %v; want 1 taken", r)
-	}
-	if v, _ := rdb.Get(ctx, "{g}kam").Int64(); v%(1<<31) != 2 || rdb.PTTL(ctx, "{g}kam").Val() < 9*time.Minute {
-		t.Fatalf("the lease left the new key at %d (count %d) for %s, want 2 for the old window's 10 minutes", v, v%(1<<31), rdb.PTTL(ctx, "{g}kam").Val())
-	}
 	// a give-back of a take of the old key's window, the new key empty
 	old, key := "{d}ka", "{d}kam"
 	if err := rdb.Set(ctx, old, 2, 10*time.Minute).Err(); err != nil {
@@ -181,9 +169,9 @@ func TestADenialsRetryAfterIsTheKeysTTL(t *testing.T) {
 		key := "{r}k" + strconv.Itoa(i)
 		call := func(at int64, dyn string) []int64 {
 			t.Helper()
-			args := []any{"fcall", "m_batch", 2, key, key + "o", at, "t", spec}
+			args := []any{"fcall", "m_batch", 1, key, at, "t", spec}
 			if dyn != "" {
-				args = []any{"fcall", "m_batch", 2, key, key + "o", at, 1, spec, dyn}
+				args = []any{"fcall", "m_batch", 1, key, at, 1, spec, dyn}
 			}
 			v, err := rdb.Do(ctx, args...).Result()
 			if err != nil {

@@ -170,31 +170,29 @@ end
 -- fe_value is the value of count c in a window starting now.
 local function fe_value(sp, c) return fmt(c + sp.M * ((NOWMS + sp.pxn) % sp.P)) end
 
--- The key a rule's state had before its value held its end (the same
--- key without its letter, passed after it: old) is where a library
--- before this one counts (its last windows, or the same window while
--- both run during a deploy). When a rule's own key is empty, the window
--- in progress there goes on (fe_carried, fe_start): a deploy does not
--- start every count afresh.
+-- The key a rule's state had before its value held its end is the same
+-- key without its letter: a library before this one counts there (its
+-- last windows, or the same window while both run during a deploy).
+-- When a rule's own key is empty, the window in progress there goes on
+-- (fe_carried, fe_start): a deploy does not start every count afresh.
+local function fe_old(key) return string.sub(key, 1, -2) end
 
--- fe_carried returns the count (a whole number from 0 to the limit) and
--- the ms left of the window at old (at most a window), or 0, 0.
-local function fe_carried(sp, old)
+-- fe_carried returns the count (at most the limit) and the ms left of
+-- the window at fe_old(key), or 0, 0.
+local function fe_carried(sp, key)
+  local old = fe_old(key)
   local v = redis.call('GET', old)
   if not v then return 0, 0 end
   local p = redis.call('PTTL', old)
   if p <= 0 then return 0, 0 end
-  p = min(p, sp.pxn) -- (a longer window than this one's: as long as the value can hold)
-  local c = tonumber(v)
-  if not c or c ~= c then c = sp.limit end -- (not a count: full)
-  return min(max(floor(c), 0), sp.limit), p
+  return min(tonumber(v) or 0, sp.limit), p
 end
 
 -- fe_start writes the first take (n) of key, which was empty: on the
--- window carried from old, if any. It returns the count and that
+-- window carried from fe_old(key), if any. It returns the count and that
 -- window's end (µs), or 0 when the window starts now.
-local function fe_start(sp, key, old, n)
-  local c, p = fe_carried(sp, old)
+local function fe_start(sp, key, n)
+  local c, p = fe_carried(sp, key)
   if p == 0 then
     redis.call('SET', key, fe_value(sp, n), 'PX', sp.pxms)
     return n, 0
@@ -218,7 +216,7 @@ A.fw = {
         local c, e, x = fe_split(op, op.key, tonumber(v))
         if e > 0 then op.c, op.e, op.x = c, e, x end
       else
-        local c, p = fe_carried(op, op.okey)
+        local c, p = fe_carried(op, op.key)
         if p > 0 then op.c, op.e, op.carry = c, now + p * 1000, true end
       end
     else
@@ -252,8 +250,6 @@ A.fw = {
       -- (a take of nothing starts no window: a count of 0 on its own key
       -- is read as no window by the next take, which starts one)
       if not op.M then redis.call('SET', op.key, n, 'PX', op.pxms) elseif n > 0 then redis.call('SET', op.key, fe_value(op, n), 'PX', op.pxms) end
-    elseif op.M and n == 0 then
-      -- (nothing taken: nothing written, the key may be empty)
     elseif op.M and op.carry then
       -- the window carried from the old key goes on in this one
       local p = (op.e - now) / 1000
@@ -277,7 +273,7 @@ A.fw = {
     -- back to zero, the window ends: the next hit starts one
     local c = max(0, op.c - op.cost)
     local key = op.key
-    if op.M and op.carry then key = op.okey end -- a take of the old key's window
+    if op.M and op.carry then key = fe_old(key) end -- a take of the old key's window
     if op.packed then
       if c == 0 then A.fw.clear(op) else hput(op.key, op.f .. 'c', c, op.ttl) end
     elseif c == 0 then
@@ -290,7 +286,7 @@ A.fw = {
     if op.packed then
       hput(op.key, op.f .. 'c', false); hput(op.key, op.f .. 'e', false)
     elseif op.M then
-      redis.call('DEL', op.key, op.okey) -- (the old key's window would go on)
+      redis.call('DEL', op.key, fe_old(op.key)) -- (the old key's window would go on)
     else
       redis.call('DEL', op.key)
     end
@@ -321,7 +317,7 @@ local function fw_take(op, cost)
   op.fresh = c == cost
   if op.fresh and op.M then
     local e
-    c, e = fe_start(op, op.key, op.okey, cost)
+    c, e = fe_start(op, op.key, cost)
     if e > 0 then op.fresh, op.e = false, e else op.e = now + op.window end
   elseif op.fresh then
     redis.call('PEXPIRE', op.key, op.pxms)
@@ -894,10 +890,6 @@ local function parse(keys, args, n, na)
     end
     op.key, op.held, op.seen, op.count = keys[k], 0, false, nil
     k = k + 1
-    if sp.M then
-      op.okey = keys[k] -- (the key before this layout: fe_carried)
-      k = k + 1
-    end
     if sp.lock then
       if sp.packed then
         op.lkey, op.lf = op.key, sp.f
@@ -978,7 +970,7 @@ end
 -- written nothing, for any other batch. Kept from call to call, as OPS:
 -- TSP, each op's spec; TFRESH, whether its take started the window (own
 -- key); TC and TE, its count and window's end as read (packed).
-local TSP, TFRESH, TC, TE, TK = {}, {}, {}, {}, {}
+local TSP, TFRESH, TC, TE = {}, {}, {}, {}
 
 -- fw_check is pass one for op i of fw_takes in a packed hash: the check
 -- against the count and end read (a window that ended is empty).
@@ -997,15 +989,13 @@ local function fw_check(i, sp, key, out, j)
 end
 
 local function fw_takes(keys, args, n, na, out)
-  local k = 1
   for i = 1, n do
     local b = 2 + (i - 1) * na
     if na == NA and args[b + DYN] ~= 't' then return false end
     local s = args[b + SPEC]
     local sp = SPECS[s] or spec(s) -- (a bad spec: the general path says so)
     if not sp or not sp.fwfast then return false end
-    TSP[i], TK[i] = sp, k
-    if sp.M then k = k + 2 else k = k + 1 end -- (and the key before this layout)
+    TSP[i] = sp
   end
   local allowed = true
   for i = 1, n do
@@ -1013,15 +1003,15 @@ local function fw_takes(keys, args, n, na, out)
     if not allowed then
       out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 2, 0, 0, 0, 0, 0
     elseif sp.packed then
-      if fw_check(i, sp, keys[TK[i]], out, j) and sp.enforce then allowed = false end
+      if fw_check(i, sp, keys[i], out, j) and sp.enforce then allowed = false end
     else
       -- on its own key: the take, given back at once when it goes over
-      local key = keys[TK[i]]
+      local key = keys[i]
       local c = redis.call('INCRBY', key, '1')
       local fresh, e = c == 1, sp.window
       if fresh and sp.M then
         local ce
-        c, ce = fe_start(sp, key, keys[TK[i] + 1], 1)
+        c, ce = fe_start(sp, key, 1)
         if ce > 0 then fresh, e = false, ce - now end -- a window carried on
       elseif fresh then
         redis.call('PEXPIRE', key, sp.pxms)
@@ -1070,17 +1060,17 @@ local function fw_takes(keys, args, n, na, out)
       if sp.packed then
         local e = TE[i]
         if e == 0 then e = now + sp.window end
-        hput(keys[TK[i]], sp.fc, TC[i] + 1, sp.ttl)
-        hput(keys[TK[i]], sp.fe, e, sp.ttl)
+        hput(keys[i], sp.fc, TC[i] + 1, sp.ttl)
+        hput(keys[i], sp.fe, e, sp.ttl)
       end
     else
       if sp.packed then
         out[j + 3] = TE[i] > 0 and min(TE[i] - now, sp.window) or 0
       elseif TFRESH[i] then
-        redis.call('DEL', keys[TK[i]])
+        redis.call('DEL', keys[i])
         out[j + 3] = 0
       else
-        redis.call('DECRBY', keys[TK[i]], '1')
+        redis.call('DECRBY', keys[i], '1')
         out[j + 3] = min(out[j + 3], sp.window)
       end
       out[j + 2] = out[j + 2] + 1
