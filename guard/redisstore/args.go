@@ -14,10 +14,10 @@ import (
 //
 //	og:{tag}        the packed hash: the state of every packed rule keyed
 //	                on the same dimensions, a field per rule and slot
-//	og:{tag}ID      a rule's own key (ID: two characters), 29 bytes in all
+//	og:{tag}ID      a rule's own key (ID: two characters), 28 bytes in all,
+//	                the largest that fits Redis's 32-byte key allocation
 //	og:{tag}IDk     a fixed window's own key that holds its end too (k: a
-//	                letter for the value's P, see endInValue); when it is
-//	                empty, the window in progress at og:{tag}ID goes on
+//	                letter for the value's P, see endInValue)
 //	og:{tag}ID:l    its lockout hash, when it has a lockout and is not packed
 //	og:{tag}dv      an account's device-token revocation time
 //	og:{tag}:otp    a pending verification code (the otp package's tag)
@@ -73,15 +73,14 @@ type static struct {
 // window's end in its key's value beside the count (otpguard.lua's
 // fe_split: count + M * (the end's ms mod P), P the least power of two
 // above the window's ms plus a second, at least 2^10, M = 2^53 / P),
-// and P's exponent: where it has no lockout or challenge and twice its
+// and P's exponent: where it has no challenge and twice its
 // limit is below M (a window of an hour, limits below 2^30; of a day,
 // below 2^25). Its key then ends in a letter for P: a library before
 // this one, still running during a deploy, never reads such a value as
 // a count, and a window changed to another P never reads one of the
-// P before. (The library carries the window in progress at the key
-// without the letter into an empty one: otpguard.lua's fe_carried.)
+// P before.
 func endInValue(s *store.Spec) (int, bool) {
-	if s.Algorithm != store.FixedWindow || s.Packed || s.Lockout != nil || s.Challenge || s.Limit < 0 {
+	if s.Algorithm != store.FixedWindow || s.Packed || s.Challenge || s.Limit < 0 {
 		return 0, false
 	}
 	pxn := max(1, (s.Window.Microseconds()+999)/1000)
@@ -175,10 +174,10 @@ func init() {
 // batch of plain takes (plain).
 func (statics *statics) appendOp(keys []string, args []any, op *store.Op, plain bool) ([]string, []any) {
 	st := statics.of(op.Spec)
-	key := stateKey(op) + st.suffix
-	keys = append(keys, key)
+	key := stateKey(op)
+	keys = append(keys, key+st.suffix)
 	if op.Spec.Lockout != nil && !op.Spec.Packed {
-		keys = append(keys, key+":l")
+		keys = append(keys, key+":l") // (its name whatever the count's layout: a lockout in force stays)
 	}
 	if plain {
 		return keys, append(args, st.spec)

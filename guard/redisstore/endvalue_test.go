@@ -118,3 +118,35 @@ func commandCalls(t *testing.T, rdb *redis.Client) map[string]int64 {
 	}
 	return out
 }
+
+// A fixed window with a lockout keeps its end in its value too (a
+// lockout added or removed leaves the count where it is), and its
+// lockout keeps its key's name (og:{tag}ID:l): a lockout in force when
+// the layout changes stays in force.
+func TestAFixedWindowWithALockoutKeepsItsEndInItsValue(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	rdb := srv.Client()
+	st := newStore(rdb)
+	ctx := context.Background()
+	const tag = "Kz9cY0qQ3xWfT1mB7nLp2A"
+	spec := &store.Spec{ID: "lk", Algorithm: store.FixedWindow, Limit: 2, Window: time.Hour, Enforce: true,
+		Lockout: &store.Lockout{Initial: time.Minute, Factor: 2, Max: time.Hour, Reset: 24 * time.Hour}}
+	for range 2 {
+		if res, err := st.Do(ctx, []store.Op{{Kind: store.Take, Spec: spec, Tag: tag, Cost: 1}}); err != nil || !res[0].Allowed {
+			t.Fatalf("a take within the limit: %+v %v", res, err)
+		}
+	}
+	if key := ownKey(t, rdb, tag, "lk"); !strings.HasSuffix(key, "}lkm") {
+		t.Errorf("the count's key is %s, want its end in its value (letter m)", key)
+	}
+	if res, err := st.Do(ctx, []store.Op{{Kind: store.Strike, Spec: spec, Tag: tag, Cost: 1}}); err != nil || !res[0].Locked {
+		t.Fatalf("a failure at the limit: %+v %v; want locked", res, err)
+	}
+	if n := rdb.Exists(ctx, "og:{"+tag+"}lk:l").Val(); n != 1 {
+		t.Errorf("the lockout's key og:{%s}lk:l does not exist", tag)
+	}
+}

@@ -170,37 +170,6 @@ end
 -- fe_value is the value of count c in a window starting now.
 local function fe_value(sp, c) return fmt(c + sp.M * ((NOWMS + sp.pxn) % sp.P)) end
 
--- The key a rule's state had before its value held its end is the same
--- key without its letter: a library before this one counts there (its
--- last windows, or the same window while both run during a deploy).
--- When a rule's own key is empty, the window in progress there goes on
--- (fe_carried, fe_start): a deploy does not start every count afresh.
-local function fe_old(key) return string.sub(key, 1, -2) end
-
--- fe_carried returns the count (at most the limit) and the ms left of
--- the window at fe_old(key), or 0, 0.
-local function fe_carried(sp, key)
-  local old = fe_old(key)
-  local v = redis.call('GET', old)
-  if not v then return 0, 0 end
-  local p = redis.call('PTTL', old)
-  if p <= 0 then return 0, 0 end
-  return min(tonumber(v) or 0, sp.limit), p
-end
-
--- fe_start writes the first take (n) of key, which was empty: on the
--- window carried from fe_old(key), if any. It returns the count and that
--- window's end (µs), or 0 when the window starts now.
-local function fe_start(sp, key, n)
-  local c, p = fe_carried(sp, key)
-  if p == 0 then
-    redis.call('SET', key, fe_value(sp, n), 'PX', sp.pxms)
-    return n, 0
-  end
-  redis.call('SET', key, fmt(c + n + sp.M * ((NOWMS + p) % sp.P)), 'PX', fmt(p))
-  return c + n, now + p * 1000
-end
-
 -- fixed_window: a count and the window's end; the window starts at the
 -- first hit. Packed: fields <id>c, <id>e. Own key: the count, PX the
 -- window ('fe': the count and the end, see fe_split).
@@ -211,13 +180,10 @@ A.fw = {
       if e > now then op.c, op.e = hget(op.key, op.f .. 'c') or 0, e else op.c, op.e = 0, 0 end
     elseif op.M then
       local v = redis.call('GET', op.key)
-      op.c, op.e, op.carry, op.x = 0, 0, false, true
+      op.c, op.e, op.x = 0, 0, true
       if v then
         local c, e, x = fe_split(op, op.key, tonumber(v))
         if e > 0 then op.c, op.e, op.x = c, e, x end
-      else
-        local c, p = fe_carried(op, op.key)
-        if p > 0 then op.c, op.e, op.carry = c, now + p * 1000, true end
       end
     else
       local p = redis.call('PTTL', op.key)
@@ -250,11 +216,6 @@ A.fw = {
       -- (a take of nothing starts no window: a count of 0 on its own key
       -- is read as no window by the next take, which starts one)
       if not op.M then redis.call('SET', op.key, n, 'PX', op.pxms) elseif n > 0 then redis.call('SET', op.key, fe_value(op, n), 'PX', op.pxms) end
-    elseif op.M and op.carry then
-      -- the window carried from the old key goes on in this one
-      local p = (op.e - now) / 1000
-      redis.call('SET', op.key, fmt(op.c + n + op.M * ((NOWMS + p) % op.P)), 'PX', fmt(p))
-      op.carry = false
     else
       redis.call('INCRBY', op.key, n)
     end
@@ -272,21 +233,17 @@ A.fw = {
     if op.e == 0 or (op.at > 0 and op.at < op.e - op.window - FW_SLACK) then return end
     -- back to zero, the window ends: the next hit starts one
     local c = max(0, op.c - op.cost)
-    local key = op.key
-    if op.M and op.carry then key = fe_old(key) end -- a take of the old key's window
     if op.packed then
       if c == 0 then A.fw.clear(op) else hput(op.key, op.f .. 'c', c, op.ttl) end
     elseif c == 0 then
-      redis.call('DEL', key)
+      redis.call('DEL', op.key)
     else
-      redis.call('DECRBY', key, op.c - c)
+      redis.call('DECRBY', op.key, op.c - c)
     end
   end,
   clear = function(op)
     if op.packed then
       hput(op.key, op.f .. 'c', false); hput(op.key, op.f .. 'e', false)
-    elseif op.M then
-      redis.call('DEL', op.key, fe_old(op.key)) -- (the old key's window would go on)
     else
       redis.call('DEL', op.key)
     end
@@ -295,8 +252,7 @@ A.fw = {
 
 -- A take of a fixed window on its own key runs take-first: INCRBY, then
 -- the TTL (PEXPIRE when the key is new), two commands where check then
--- commit needs three (PTTL, GET, INCRBY); where the value holds the end
--- ('fe', fe_split), INCRBY alone (SET with the end when the key is new). A take that goes over, or that
+-- commit needs three (PTTL, GET, INCRBY). A take that goes over, or that
 -- a later rule's denial makes moot, is given back in the same call
 -- (A.fw.undo), so nothing outside the call ever sees it.
 local function fw_take(op, cost)
@@ -315,12 +271,8 @@ local function fw_take(op, cost)
   local c
   if cost == 1 then c = redis.call('INCRBY', op.key, '1') else c = redis.call('INCRBY', op.key, cost) end
   op.fresh = c == cost
-  if op.fresh and op.M then
-    local e
-    c, e = fe_start(op, op.key, cost)
-    if e > 0 then op.fresh, op.e = false, e else op.e = now + op.window end
-  elseif op.fresh then
-    redis.call('PEXPIRE', op.key, op.pxms)
+  if op.fresh then
+    if op.M then redis.call('SET', op.key, fe_value(op, cost), 'PX', op.pxms) else redis.call('PEXPIRE', op.key, op.pxms) end
     op.e = now + op.window
   elseif op.M then
     local e, x
@@ -792,7 +744,7 @@ local function spec(s)
     sp.pxn, sp.P = ms(sp.window), 1024
     while sp.P < sp.pxn + 1001 do sp.P = sp.P * 2 end
     sp.M = 9007199254740992 / sp.P
-    if sp.packed or lock ~= '' or ch ~= '' or sp.P > 34359738368 or not sp.limit or sp.limit < 0 or 2 * sp.limit >= sp.M then
+    if sp.packed or ch ~= '' or sp.P > 34359738368 or not sp.limit or sp.limit < 0 or 2 * sp.limit >= sp.M then
       return nil, 'otpguard: bad spec ' .. tostring(s)
     end
   end
@@ -1009,12 +961,8 @@ local function fw_takes(keys, args, n, na, out)
       local key = keys[i]
       local c = redis.call('INCRBY', key, '1')
       local fresh, e = c == 1, sp.window
-      if fresh and sp.M then
-        local ce
-        c, ce = fe_start(sp, key, 1)
-        if ce > 0 then fresh, e = false, ce - now end -- a window carried on
-      elseif fresh then
-        redis.call('PEXPIRE', key, sp.pxms)
+      if fresh then
+        if sp.M then redis.call('SET', key, fe_value(sp, 1), 'PX', sp.pxms) else redis.call('PEXPIRE', key, sp.pxms) end
       elseif sp.M then
         local x
         c, e, x = fe_split(sp, key, c)
