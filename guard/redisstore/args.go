@@ -72,20 +72,21 @@ type static struct {
 // endInValue reports whether a fixed window on its own key keeps its
 // window's end in its key's value beside the count (otpguard.lua's
 // fe_split: count + M * (the end's ms mod P), P the least power of two
-// above the window's ms plus a second, at least 2^10, M = 2^53 / P),
-// and P's exponent: where it has no challenge and twice its
+// above the window's ms plus a minute, at least 2^10, M = 2^53 / P: an
+// end read from clocks up to a minute apart never wraps into the window),
+// and P's exponent: where it has no lockout or challenge and twice its
 // limit is below M (a window of an hour, limits below 2^30; of a day,
 // below 2^25). Its key then ends in a letter for P: a library before
 // this one, still running during a deploy, never reads such a value as
 // a count, and a window changed to another P never reads one of the
 // P before.
 func endInValue(s *store.Spec) (int, bool) {
-	if s.Algorithm != store.FixedWindow || s.Packed || s.Challenge || s.Limit < 0 {
+	if s.Algorithm != store.FixedWindow || s.Packed || s.Lockout != nil || s.Challenge || s.Limit < 0 {
 		return 0, false
 	}
 	pxn := max(1, (s.Window.Microseconds()+999)/1000)
 	k := 10
-	for int64(1)<<k < pxn+1001 {
+	for int64(1)<<k < pxn+60001 {
 		k++
 		if k > 35 {
 			return 0, false

@@ -53,6 +53,20 @@ func TestAFixedWindowsEndInItsValueHoldsForCallsWhoseClocksDiffer(t *testing.T) 
 		if r := take(t0 - 500000); r[0] != 1 || r[3] != 1 || r[4] <= 0 || r[4] > 60000000 {
 			t.Fatalf("general %v: a take half a second behind: %v; want 1 left, the window ending within a minute", general, r)
 		}
+		// six seconds behind, a peek: the end 66 s on, within P (2^17 ms)
+		// of the window but not within the window: the key's TTL, about
+		// a minute (with P the least power of two above the window and a
+		// second, 2^16, it wrapped: 0.46 s)
+		if general {
+			v, err := rdb.Do(ctx, "fcall", "m_batch", 1, key, t0-6000000, 1, spec, "p|1|0||0").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := replyInts(v, 2+replyPerOp, nil)
+			if err != nil || r[4] < 55000000 || r[4] > 60000000 {
+				t.Fatalf("a peek six seconds behind: %v %v; want the window's reset, about a minute", r, err)
+			}
+		}
 		// half a second past the value's end, the key still held (its
 		// TTL runs in the server's time: a second or so has passed)
 		late := t0 + 60500000
@@ -109,6 +123,49 @@ func TestADenialsRetryAfterIsTheKeysTTL(t *testing.T) {
 		r := call(t0, dyn)
 		if p := rdb.PTTL(ctx, key).Val(); r[2] != 0 || r[5] < p.Microseconds()-50000 || r[5] > 2000000 {
 			t.Fatalf("%q on time: %v (retry %d µs); want denied for the key's TTL, %s", dyn, r, r[5], p)
+		}
+	}
+}
+
+// A denial whose key has no time left (its last millisecond, where PTTL
+// answers 0, or no TTL at all) is a window over, as a read has it: the
+// take starts the next window, however far ahead the end its value holds
+// (a client whose passed time is behind the one that started it). Read
+// from the value, it was denied for the clocks' difference once more.
+func TestADenialInTheKeysLastMomentStartsTheNextWindow(t *testing.T) {
+	rdb := librariesOn(t, map[string]string{"m": librarySource})
+	ctx := context.Background()
+	const spec = "fe|1|300000|1||0|||||" // 1 in 300 ms: P = 2^16, M = 2^37
+	for i, dyn := range []string{"", "t|1|0||0", "p|1|0||0"} {
+		key := "{z}k" + strconv.Itoa(i)
+		tm, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := tm.UnixMicro()
+		end := now/1000 + 20 // 20 ms ahead, held in the value; the key without a TTL
+		if err := rdb.Set(ctx, key, 1+(int64(1)<<37)*(end%(1<<16)), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		args := []any{"fcall", "m_batch", 1, key, now, "t", spec}
+		if dyn != "" {
+			args = []any{"fcall", "m_batch", 1, key, now, 1, spec, dyn}
+		}
+		v, err := rdb.Do(ctx, args...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := replyInts(v, 2+replyPerOp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r[0] != 1 || r[3] != 0 && dyn != "p|1|0||0" {
+			t.Fatalf("%q: %v; want the next window's take", dyn, r)
+		}
+		if dyn == "" || dyn == "t|1|0||0" {
+			if p := rdb.PTTL(ctx, key).Val(); p <= 0 {
+				t.Fatalf("%q: the key's TTL is %s, want the new window's", dyn, p)
+			}
 		}
 	}
 }

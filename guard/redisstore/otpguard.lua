@@ -138,7 +138,8 @@ local REVOKE_SLACK = 60000000
 -- A fixed window on its own key whose spec is 'fe' (see spec) keeps its
 -- window's end in the key's value beside the count: count + M * (the
 -- end's ms mod P), P the least power of two above the window's ms plus
--- FW_SLACK's, M = 2^53 / P, so every value is exact in Lua's numbers
+-- a minute's (clocks up to a minute apart never wrap an end into the
+-- window), M = 2^53 / P, so every value is exact in Lua's numbers
 -- (the spec is 'fe' only while twice its limit is below M: a take of at
 -- most the limit never carries into the end). INCRBY then answers the
 -- count and the end at once, where the count alone needed a PTTL.
@@ -160,11 +161,11 @@ end
 -- its value holds is reckoned from the clock of the call that started
 -- it, which may be a client's estimate of the server's (a passed time),
 -- and a client that waits a denial's retry-after must find the window
--- over in Redis (e: the end held, kept in the key's last millisecond).
-local function fe_exact(key, e)
+-- over in Redis. 0: the window is over.
+local function fe_exact(key)
   local p = redis.call('PTTL', key)
   if p > 0 then return now + p * 1000 end
-  return e
+  return 0 -- (the key's last millisecond: its window is over, as fe_split's PTTL has it)
 end
 
 -- fe_value is the value of count c in a window starting now.
@@ -196,7 +197,10 @@ A.fw = {
   end,
   check = function(op, cost)
     A.fw.read(op)
-    if op.M and op.c + cost > op.limit and op.e > 0 and not op.x then op.e = fe_exact(op.key, op.e) end
+    if op.M and op.c + cost > op.limit and op.e > 0 and not op.x then
+      op.e = fe_exact(op.key)
+      if op.e == 0 then op.c = 0 end
+    end
     -- A window never ends more than one window from now, however the
     -- clocks of the calls that started it and of this one are set (the
     -- passed clock of concurrent callers, see clock)
@@ -263,7 +267,10 @@ local function fw_take(op, cost)
     -- never allowed, and its INCRBY could carry into the end: answered
     -- from the state as it stands, as the take given back would be
     A.fw.read(op)
-    if op.e > 0 and not op.x then op.e = fe_exact(op.key, op.e) end
+    if op.e > 0 and not op.x then
+      op.e = fe_exact(op.key)
+      if op.e == 0 then op.c = 0 end
+    end
     op.fresh, op.held = op.e == 0, 0
     if op.fresh then return false, op.limit, 0, op.window end
     return false, max(0, op.limit - op.c), op.e - now, op.e - now
@@ -277,8 +284,8 @@ local function fw_take(op, cost)
   elseif op.M then
     local e, x
     c, e, x = fe_split(op, op.key, c)
+    if e > 0 and c > op.limit and not x then e = fe_exact(op.key) end
     if e > 0 then
-      if c > op.limit and not x then e = fe_exact(op.key, e) end
       op.e = e
     else
       -- its window is over: this take starts the next
@@ -742,9 +749,9 @@ local function spec(s)
     -- P and M as args.go's endInValue has them; a spec they do not fit
     -- is refused (its values would not be exact)
     sp.pxn, sp.P = ms(sp.window), 1024
-    while sp.P < sp.pxn + 1001 do sp.P = sp.P * 2 end
+    while sp.P < sp.pxn + 60001 do sp.P = sp.P * 2 end
     sp.M = 9007199254740992 / sp.P
-    if sp.packed or ch ~= '' or sp.P > 34359738368 or not sp.limit or sp.limit < 0 or 2 * sp.limit >= sp.M then
+    if sp.packed or lock ~= '' or ch ~= '' or sp.P > 34359738368 or not sp.limit or sp.limit < 0 or 2 * sp.limit >= sp.M then
       return nil, 'otpguard: bad spec ' .. tostring(s)
     end
   end
@@ -966,8 +973,8 @@ local function fw_takes(keys, args, n, na, out)
       elseif sp.M then
         local x
         c, e, x = fe_split(sp, key, c)
+        if e > 0 and c > sp.limit and not x then e = fe_exact(key) end
         if e > 0 then
-          if c > sp.limit and not x then e = fe_exact(key, e) end
           e = e - now
         else
           redis.call('SET', key, fe_value(sp, 1), 'PX', sp.pxms)

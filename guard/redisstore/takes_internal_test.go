@@ -211,7 +211,7 @@ func TestMalformedBatchesAreRefused(t *testing.T) {
 	// past P's bound: the Go store never sends one (endInValue), the
 	// library refuses it
 	for _, sp := range []string{"fe|1073741824|3600000000|1||0|||||", "fe|5|3600000000|1|Aa|3600000000|||||",
-		"fe|5|3600000000|1||0||||1|", "fe|5|40000000000000|1||0|||||"} {
+		"fe|5|3600000000|1||0|1000000 2 60000000 3600000000||||", "fe|5|3600000000|1||0||||1|", "fe|5|40000000000000|1||0|||||"} {
 		v, err := rdb.Do(ctx, "fcall", "m_batch", 1, "{w}k", "", 1, sp, "t").Result()
 		if err == nil || !strings.Contains(err.Error(), "bad spec") {
 			t.Errorf("spec %q: %v %v, want refused", sp, v, err)
