@@ -14,8 +14,7 @@ import (
 //
 //	og:{tag}        the packed hash: the state of every packed rule keyed
 //	                on the same dimensions, a field per rule and slot
-//	og:{tag}ID      a rule's own key (ID: two characters), 28 bytes in all,
-//	                the largest that fits Redis's 32-byte key allocation
+//	og:{tag}ID      a rule's own key (ID: two characters), 29 bytes in all
 //	og:{tag}IDk     a fixed window's own key that holds its end too (k: a
 //	                letter for the value's P, see endInValue)
 //	og:{tag}ID:l    its lockout hash, when it has a lockout and is not packed
@@ -72,8 +71,8 @@ type static struct {
 // endInValue reports whether a fixed window on its own key keeps its
 // window's end in its key's value beside the count (otpguard.lua's
 // fe_split: count + M * (the end's ms mod P), P the least power of two
-// above the window's ms plus a minute, at least 2^10, M = 2^53 / P: an
-// end read from clocks up to a minute apart never wraps into the window),
+// above the window's ms plus a minute, M = 2^53 / P: an end read from
+// clocks up to a minute apart never wraps into the window),
 // and P's exponent: where it has no lockout or challenge and twice its
 // limit is below M (a window of an hour, limits below 2^30; of a day,
 // below 2^25). Its key then ends in a letter for P: a library before
