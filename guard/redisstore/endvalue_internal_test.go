@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A fixed window that keeps its end in its key's value (fe_split) is read
@@ -27,19 +29,10 @@ func TestAFixedWindowsEndInItsValueHoldsForCallsWhoseClocksDiffer(t *testing.T) 
 		}
 		take := func(at int64) []int64 {
 			t.Helper()
-			args := []any{"fcall", "m_batch", 1, key, at, "t", spec}
 			if general {
-				args = []any{"fcall", "m_batch", 1, key, at, 1, spec, "t|1|0||0"}
+				return oneOp(t, rdb, key, at, spec, "t|1|0||0")
 			}
-			v, err := rdb.Do(ctx, args...).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := replyInts(v, 2+replyPerOp, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n // batch allowed, now, allowed, remaining, reset, retry, locked, taken
+			return oneOp(t, rdb, key, at, spec, "")
 		}
 		tm, err := rdb.Time(ctx).Result()
 		if err != nil {
@@ -58,13 +51,8 @@ func TestAFixedWindowsEndInItsValueHoldsForCallsWhoseClocksDiffer(t *testing.T) 
 		// a minute (with P the least power of two above the window and a
 		// second, 2^16, it wrapped: 0.46 s)
 		if general {
-			v, err := rdb.Do(ctx, "fcall", "m_batch", 1, key, t0-6000000, 1, spec, "p|1|0||0").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := replyInts(v, 2+replyPerOp, nil)
-			if err != nil || r[4] < 55000000 || r[4] > 60000000 {
-				t.Fatalf("a peek six seconds behind: %v %v; want the window's reset, about a minute", r, err)
+			if r := oneOp(t, rdb, key, t0-6000000, spec, "p|1|0||0"); r[4] < 55000000 || r[4] > 60000000 {
+				t.Fatalf("a peek six seconds behind: %v; want the window's reset, about a minute", r)
 			}
 		}
 		// half a second past the value's end, the key still held (its
@@ -96,31 +84,15 @@ func TestADenialsRetryAfterIsTheKeysTTL(t *testing.T) {
 	const spec = "fe|1|2000000|1||0|||||" // 1 in 2 s
 	for i, dyn := range []string{"", "t|1|0||0", "t|5|0||0", "p|1|0||0"} {
 		key := "{r}k" + strconv.Itoa(i)
-		call := func(at int64, dyn string) []int64 {
-			t.Helper()
-			args := []any{"fcall", "m_batch", 1, key, at, "t", spec}
-			if dyn != "" {
-				args = []any{"fcall", "m_batch", 1, key, at, 1, spec, dyn}
-			}
-			v, err := rdb.Do(ctx, args...).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := replyInts(v, 2+replyPerOp, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
 		tm, err := rdb.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		t0 := tm.UnixMicro()
-		if r := call(t0-900000, ""); r[0] != 1 { // started 0.9 s behind
+		if r := oneOp(t, rdb, key, t0-900000, spec, ""); r[0] != 1 { // started 0.9 s behind
 			t.Fatalf("the first take: %v", r)
 		}
-		r := call(t0, dyn)
+		r := oneOp(t, rdb, key, t0, spec, dyn)
 		if p := rdb.PTTL(ctx, key).Val(); r[2] != 0 || r[5] < p.Microseconds()-50000 || r[5] > 2000000 {
 			t.Fatalf("%q on time: %v (retry %d µs); want denied for the key's TTL, %s", dyn, r, r[5], p)
 		}
@@ -147,19 +119,7 @@ func TestADenialInTheKeysLastMomentStartsTheNextWindow(t *testing.T) {
 		if err := rdb.Set(ctx, key, 1+(int64(1)<<37)*(end%(1<<16)), 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		args := []any{"fcall", "m_batch", 1, key, now, "t", spec}
-		if dyn != "" {
-			args = []any{"fcall", "m_batch", 1, key, now, 1, spec, dyn}
-		}
-		v, err := rdb.Do(ctx, args...).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := replyInts(v, 2+replyPerOp, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r[0] != 1 || r[3] != 0 && dyn != "p|1|0||0" {
+		if r := oneOp(t, rdb, key, now, spec, dyn); r[0] != 1 || r[3] != 0 && dyn != "p|1|0||0" {
 			t.Fatalf("%q: %v; want the next window's take", dyn, r)
 		}
 		if dyn == "" || dyn == "t|1|0||0" {
@@ -168,4 +128,25 @@ func TestADenialInTheKeysLastMomentStartsTheNextWindow(t *testing.T) {
 			}
 		}
 	}
+}
+
+// oneOp calls library m's batch of one op on key at the time at (µs):
+// a plain take of spec (dyn ""), else spec with its op's arguments dyn.
+// It returns the reply's integers: batch allowed, now, then the op's
+// allowed, remaining, reset, retry, locked, taken.
+func oneOp(t *testing.T, rdb *redis.Client, key string, at int64, spec, dyn string) []int64 {
+	t.Helper()
+	args := []any{"fcall", "m_batch", 1, key, at, "t", spec}
+	if dyn != "" {
+		args = []any{"fcall", "m_batch", 1, key, at, 1, spec, dyn}
+	}
+	v, err := rdb.Do(context.Background(), args...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := replyInts(v, 2+replyPerOp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

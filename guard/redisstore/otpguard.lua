@@ -168,6 +168,16 @@ local function fe_exact(key)
   return 0 -- (the key's last millisecond: its window is over, as fe_split's PTTL has it)
 end
 
+-- fe_denied gives a denied op's state, as A.fw.read left it, the end
+-- its key's TTL has (fe_exact), unless PTTL said it already: 0, and
+-- nothing counted, when the window is over.
+local function fe_denied(op)
+  if op.e > 0 and not op.x then
+    op.e = fe_exact(op.key)
+    if op.e == 0 then op.c = 0 end
+  end
+end
+
 -- fe_value is the value of count c in a window starting now.
 local function fe_value(sp, c) return fmt(c + sp.M * ((NOWMS + sp.pxn) % sp.P)) end
 
@@ -197,10 +207,7 @@ A.fw = {
   end,
   check = function(op, cost)
     A.fw.read(op)
-    if op.M and op.c + cost > op.limit and op.e > 0 and not op.x then
-      op.e = fe_exact(op.key)
-      if op.e == 0 then op.c = 0 end
-    end
+    if op.M and op.c + cost > op.limit then fe_denied(op) end
     -- A window never ends more than one window from now, however the
     -- clocks of the calls that started it and of this one are set (the
     -- passed clock of concurrent callers, see clock)
@@ -267,10 +274,7 @@ local function fw_take(op, cost)
     -- never allowed, and its INCRBY could carry into the end: answered
     -- from the state as it stands, as the take given back would be
     A.fw.read(op)
-    if op.e > 0 and not op.x then
-      op.e = fe_exact(op.key)
-      if op.e == 0 then op.c = 0 end
-    end
+    fe_denied(op)
     op.fresh, op.held = op.e == 0, 0
     if op.fresh then return false, op.limit, 0, op.window end
     return false, max(0, op.limit - op.c), op.e - now, op.e - now
