@@ -91,7 +91,7 @@ func endInValue(s *store.Spec) (int, bool) {
 			return 0, false
 		}
 	}
-	return k, 2*s.Limit < int64(1)<<(53-k)
+	return k, s.Limit < int64(1)<<(52-k) // (twice the limit below M, without doubling a huge one past int64)
 }
 
 var algCode = map[store.Algorithm]string{

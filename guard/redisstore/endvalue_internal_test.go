@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // A fixed window that keeps its end in its key's value (fe_split) is read
@@ -149,4 +151,19 @@ func oneOp(t *testing.T, rdb *redis.Client, key string, at int64, spec, dyn stri
 		t.Fatal(err)
 	}
 	return n
+}
+
+// endInValue admits a limit while twice it is below M, and no limit past
+// that however large (a store.Spec built in code may hold any int64: a
+// doubled one wrapped negative and was admitted, and the library refused
+// every call of the rule).
+func TestEndInValueRefusesEveryLimitPastItsBound(t *testing.T) {
+	for _, c := range []struct {
+		limit int64
+		ok    bool
+	}{{1<<30 - 1, true}, {1 << 30, false}, {1<<62 + 1, false}, {1<<63 - 1, false}} {
+		if _, ok := endInValue(&store.Spec{Algorithm: store.FixedWindow, Limit: c.limit, Window: time.Hour}); ok != c.ok {
+			t.Errorf("an hour's window of %d: in the value %v, want %v", c.limit, ok, c.ok)
+		}
+	}
 }
