@@ -8,12 +8,14 @@ package guard_test
 
 import (
 	"context"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
 )
 
@@ -49,5 +51,44 @@ func TestAnAttackersRepeatAllocatesAlike(t *testing.T) {
 	}
 	if one, eight := allocs(1), allocs(8); eight > one {
 		t.Errorf("a cached denial: %v allocations with one rule, %v with eight", one, eight)
+	}
+}
+
+// TestAnAttackersRepeatAllocatesNothing: a denial answered from the deny
+// cache allocates nothing, its rule keyed on a network (formatted into
+// the keyed hash's buffer) or on an address, IPv4 or IPv6, among other
+// rules: neither its tag nor its decision's Rules (shared, see
+// Decision.Rules) are built anew. The process's clock stands still, so
+// the shared Rules never age out here.
+func TestAnAttackersRepeatAllocatesNothing(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	for _, ip := range []string{"192.0.2.7", "2001:db8::7", "::ffff:192.0.2.7"} {
+		for _, key := range []string{"ip/24", "ip", "destination"} {
+			g := newGuard(t, "rules:\n  - {name: deny, action: send, key: ["+key+"], limit: 1, window: 1h, onStoreError: deny}\n"+
+				"  - {name: other, action: send, key: [destination, ip/16], limit: 100, window: 1h, onStoreError: deny}\n"+
+				"  - {name: all, action: send, key: [global], limit: 100, window: 1h, onStoreError: deny}\n",
+				memstore.New(func() time.Time { return now }), guard.Options{Secret: []byte(secret), Clock: func() time.Time { return now }})
+			ctx := context.Background()
+			dest, err := identity.ParseEmail("ann@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := guard.Request{Action: "send", Subject: guard.Subject{Destination: dest, IP: netip.MustParseAddr(ip)}}
+			g.Allow(ctx, req)
+			if d, _ := g.Allow(ctx, req); d.Allowed {
+				t.Fatal("the second is allowed")
+			}
+			least := 1e9
+			for range 5 {
+				least = min(least, testing.AllocsPerRun(50, func() {
+					if d, _ := g.Allow(ctx, req); !d.Rules[0].Cached || d.Allowed {
+						t.Fatal("not answered from the cache")
+					}
+				}))
+			}
+			if least != 0 {
+				t.Errorf("%s on %s: a cached denial allocates %v times", ip, key, least)
+			}
+		}
 	}
 }

@@ -45,8 +45,8 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	}
 	now := g.clock()
 	// the tags are hashed once, here or in the attempt: on the stack
-	// while the deny cache answers (an attacker's repeat allocates only
-	// its decision)
+	// while the deny cache answers (an attacker's repeat allocates
+	// nothing: its tag is an array, its decision's Rules shared)
 	var tagBuf [8]string
 	var tags []string
 	if len(rules) <= len(tagBuf) {
@@ -129,8 +129,15 @@ func (g *Guard) remembered(rules []*rule, tags []string, s Subject, maybe bool, 
 		if !r.cacheable() || (maybe && (r.filtersDevice || r.keyedDevice)) {
 			continue
 		}
-		if res, ok := g.cache.get(g.cacheKey(rules, tags, i, s), now); ok {
-			return g.cached(rules, i, res), true
+		k := g.cacheKey(rules, tags, i, s)
+		if e, res, ok := g.cache.get(k, now); ok {
+			return g.cached(rules, i, e, res, now), true
+		}
+		if tags[i] == "" {
+			// hashed once: the attempt's ops take the tag from here
+			if tags[i] = g.knownTag(rules, tags, i); tags[i] == "" {
+				tags[i] = string(k.tag[:])
+			}
 		}
 	}
 	return Decision{}, false
@@ -141,7 +148,12 @@ func (g *Guard) remembered(rules []*rule, tags []string, s Subject, maybe bool, 
 // (a value already seen is admitted where a new one is denied).
 func (g *Guard) cacheKey(rules []*rule, tags []string, i int, s Subject) denyKey {
 	r := rules[i]
-	k := denyKey{id: r.spec.ID, tag: g.tag(rules, tags, i, s)}
+	k := denyKey{id: r.spec.ID}
+	if t := g.knownTag(rules, tags, i); t != "" {
+		k.tag = tagKeyOf(t)
+	} else {
+		k.tag = g.subjectTag(r.dims, s) // no string: a cached denial allocates no tag
+	}
 	if r.Algorithm == store.Distinct {
 		v, _ := g.dimension(r.Of, s)
 		k.value = g.valueHash(r.Of, v)

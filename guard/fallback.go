@@ -19,14 +19,38 @@ func (r *rule) cacheable() bool {
 }
 
 // cached is the decision a cached denial of rules[i] answers: the store is
-// not asked, the other rules are skipped.
-func (g *Guard) cached(rules []*rule, i int, res Result) Decision {
-	d := Decision{Rules: make([]Result, len(rules)), DeniedBy: rules[i].Name, RetryAfter: res.RetryAfter}
+// not asked, the other rules are skipped. Its Rules are shared by the
+// answers of entry e to the same rules for up to sharedRulesFor (never
+// written once answered): an attacker's repeats allocate nothing.
+func (g *Guard) cached(rules []*rule, i int, e *denial, res Result, now time.Time) Decision {
+	d := Decision{DeniedBy: rules[i].Name, RetryAfter: res.RetryAfter}
+	if s := e.shared.Load(); s != nil && s.first == &rules[0] && len(s.rules) == len(rules) {
+		if age := now.Sub(s.at); age >= 0 && age < sharedRulesFor {
+			d.Rules = s.rules
+			return d
+		}
+	}
+	d.Rules = make([]Result, len(rules))
 	for j, r := range rules {
 		d.Rules[j] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Skipped: true}
 	}
 	d.Rules[i] = res
+	e.shared.Store(&sharedRules{first: &rules[0], at: now, rules: d.Rules})
 	return d
+}
+
+// sharedRulesFor bounds how long a cached denial's Rules are shared: the
+// denying rule's RetryAfter and ResetAfter in them are at most that much
+// older than the Decision's RetryAfter.
+const sharedRulesFor = 100 * time.Millisecond
+
+// sharedRules are the Rules of the cached denials a deny cache entry
+// answered to the rules starting at first (an action's list, which the
+// guard never rebuilds) at at.
+type sharedRules struct {
+	first **rule
+	at    time.Time
+	rules []Result
 }
 
 // mirror tells the backstop what the store answered for the ops of the

@@ -145,6 +145,12 @@ type Decision struct {
 	// RetryAfter is, when denied, the longest wait of the denying rules.
 	RetryAfter time.Duration
 	// Rules holds one Result per rule of the action, in configuration order.
+	// Read it only: a denial answered from the deny cache (its Result
+	// Cached) shares its Rules with the entry's other answers for up to
+	// 100ms, so that an attacker's repeats allocate nothing; clone it to
+	// change it. In those Rules, the denying rule's RetryAfter and
+	// ResetAfter are as of the first of them (Decision.RetryAfter is
+	// exact).
 	Rules []Result
 	// StoreError is the store's error when the store failed and the rules'
 	// onStoreError policies decided (Allowed tells how).

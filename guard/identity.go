@@ -35,25 +35,28 @@ func (d Destination) IsZero() bool { return d.Key == "" }
 // ipKey returns the network an address is counted by: IPv4 as /32, IPv6 as
 // its first bits bits (64 for the ip dimension, 56 and 48 for ip/56 and
 // ip/48).
-func ipKey(a netip.Addr, bits int) string {
+func ipKey(a netip.Addr, bits int) string { return string(appendIPKey(nil, a, bits)) }
+
+// appendIPKey appends ipKey(a, bits) to b.
+func appendIPKey(b []byte, a netip.Addr, bits int) []byte {
 	a = a.Unmap()
 	if a.Is4() {
-		return netip.PrefixFrom(a, 32).String()
+		return netip.PrefixFrom(a, 32).AppendTo(b)
 	}
 	p, _ := a.WithZone("").Prefix(bits)
-	return p.String()
+	return p.AppendTo(b)
 }
 
-// netKey returns the network an address is counted by for the network
-// dimensions: an IPv4 address by its first v4 bits (24 for ip/24, 16 for
-// ip/16), an IPv6 one by its first v6 bits (48 and 32: the networks of a
-// site and of a provider).
-func netKey(a netip.Addr, v4, v6 int) string {
+// appendNetKey appends the network an address is counted by for the
+// network dimensions to b: an IPv4 address by its first v4 bits (24 for
+// ip/24, 16 for ip/16), an IPv6 one by its first v6 bits (48 and 32: the
+// networks of a site and of a provider).
+func appendNetKey(b []byte, a netip.Addr, v4, v6 int) []byte {
 	a = a.Unmap()
 	bits := v6
 	if a.Is4() {
 		bits = v4
 	}
 	p, _ := a.WithZone("").Prefix(bits)
-	return p.String()
+	return p.AppendTo(b)
 }

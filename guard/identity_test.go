@@ -206,3 +206,52 @@ func TestAFingerprintIsItsKeyedHash(t *testing.T) {
 		<-done
 	}
 }
+
+// TestATagHashesTheValuesAsWritten: a rule's tag is the keyed hash of its
+// dimensions and their values as text (an address as its network, CIDR),
+// formatted into the hash's buffer: the same keys as every version before
+// (an upgrade keeps its counts), and the deny cache's key (which hashes
+// without building the text) is the tag of the store's keys.
+func TestATagHashesTheValuesAsWritten(t *testing.T) {
+	g, _ := New(testConfig(), nil, Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}})
+	d := Destination{Channel: message.SMS, Address: "+12015550123", Key: "+12015550123", Country: "US", Prefix: "+1201555", Type: "fixed_line_or_mobile"}
+	cases := []struct {
+		ip   string
+		dims []string
+		want string // the hashed text
+	}{
+		{"192.0.2.7", []string{"ip"}, "ip\x00192.0.2.7/32\x00"},
+		{"::ffff:192.0.2.7", []string{"ip"}, "ip\x00192.0.2.7/32\x00"},
+		{"2001:db8:1:2ff:3:4:5:6", []string{"ip"}, "ip\x002001:db8:1:2ff::/64\x00"},
+		{"2001:db8:1:2ff:3:4:5:6", []string{"ip/56"}, "ip/56\x002001:db8:1:200::/56\x00"},
+		{"2001:db8:1:2ff:3:4:5:6", []string{"ip/48"}, "ip/48\x002001:db8:1::/48\x00"},
+		{"192.0.2.7", []string{"ip/48"}, "ip/48\x00192.0.2.7/32\x00"},
+		{"192.0.2.7", []string{"ip/24"}, "ip/24\x00192.0.2.0/24\x00"},
+		{"2001:db8:1:2ff:3:4:5:6", []string{"ip/24"}, "ip/24\x002001:db8:1::/48\x00"},
+		{"192.0.2.7", []string{"ip/16"}, "ip/16\x00192.0.0.0/16\x00"},
+		{"2001:db8:1:2ff:3:4:5:6", []string{"ip/16"}, "ip/16\x002001:db8::/32\x00"},
+		{"192.0.2.7", []string{"asn"}, "asn\x00192.0.0.0/16\x00"}, // no database: its network
+		{"192.0.2.7", []string{"destination", "ip/16"}, "destination\x00+12015550123\x00ip/16\x00192.0.0.0/16\x00"},
+		{"192.0.2.7", []string{"country"}, "country\x00US\x00"},
+		{"192.0.2.7", []string{"prefix"}, "prefix\x00+1201555\x00"},
+		{"192.0.2.7", []string{"account", "device"}, "account\x00Ann \x00device\x00ann\x00dev1\x00"},
+	}
+	for _, c := range cases {
+		s := Subject{Destination: d, IP: netip.MustParseAddr(c.ip), Account: "Ann ", device: "dev1"}
+		m := hmac.New(sha256.New, []byte("0123456789abcdef"))
+		m.Write([]byte(c.want))
+		want := base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+		r := &rule{dims: c.dims}
+		tags := make([]string, 1)
+		if got := g.tag([]*rule{r}, tags, 0, s); got != want {
+			t.Errorf("%s %v: tag %q, want the hash of %q", c.ip, c.dims, got, c.want)
+		}
+		if k := g.subjectTag(c.dims, s); string(k[:]) != want {
+			t.Errorf("%s %v: the cache's tag %q, want %q", c.ip, c.dims, k[:], want)
+		}
+	}
+	s := Subject{ASN: 64500}
+	if got, want := g.Value("asn", s), "AS64500"; got != want {
+		t.Errorf("asn value %q, want %q", got, want)
+	}
+}

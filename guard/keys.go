@@ -104,28 +104,59 @@ func (g *Guard) hasDims(rules []*rule, s Subject) error {
 // an earlier rule on the same dimensions. The subject has every dimension
 // (hasDims).
 func (g *Guard) tag(rules []*rule, tags []string, i int, s Subject) string {
+	if tags[i] == "" {
+		tags[i] = g.knownTag(rules, tags, i)
+	}
+	if tags[i] == "" {
+		k := g.subjectTag(rules[i].dims, s)
+		tags[i] = string(k[:])
+	}
+	return tags[i]
+}
+
+// knownTag is rule i's tag when it is known without hashing: already in
+// tags, the global one, or an earlier rule's on the same dimensions; ""
+// otherwise.
+func (g *Guard) knownTag(rules []*rule, tags []string, i int) string {
 	if tags[i] != "" {
 		return tags[i]
 	}
 	r := rules[i]
 	if len(r.dims) == 1 && r.dims[0] == "global" {
-		tags[i] = g.global
-		return tags[i]
+		return g.global
 	}
 	for j, o := range rules {
 		if j != i && tags[j] != "" && slices.Equal(o.dims, r.dims) {
-			tags[i] = tags[j]
-			return tags[i]
+			return tags[j]
 		}
 	}
-	var vals [3]string
-	values := vals[:0]
-	for _, dim := range r.dims {
-		v, _ := g.dimension(dim, s)
-		values = append(values, v)
+	return ""
+}
+
+// tagKey is a subject tag (22 characters of base64url) as an array: the
+// deny cache's key, built without allocating.
+type tagKey [22]byte
+
+// tagKeyOf is tag as a tagKey.
+func tagKeyOf(tag string) (k tagKey) {
+	copy(k[:], tag)
+	return k
+}
+
+// subjectTag is the tag of the subject's values of dims, as hashValues
+// hashes them, formatted into the hash's buffer instead of strings.
+func (g *Guard) subjectTag(dims []string, s Subject) (k tagKey) {
+	m := g.macs.Get().(*macState)
+	b := m.buf[:0]
+	for _, dim := range dims {
+		b = append(b, dim...)
+		b = append(b, 0)
+		b = g.appendDimension(b, dim, s)
+		b = append(b, 0)
 	}
-	tags[i] = g.hashValues(r.dims, values)
-	return tags[i]
+	base64.RawURLEncoding.Encode(k[:], m.sum(b)[:16])
+	g.macs.Put(m)
+	return k
 }
 
 // hashValues is the keyed hash of dimensions and their values: 128 bits of
@@ -220,32 +251,51 @@ func (g *Guard) dimension(dim string, s Subject) (string, error) {
 		return s.Destination.Prefix, nil
 	case "account":
 		return s.Account, nil
+	case "global":
+		return "", nil
+	}
+	return string(g.appendDimension(nil, dim, s)), nil
+}
+
+// appendDimension appends the subject's value of dim, as dimension
+// returns it, to b. The subject has dim (has).
+func (g *Guard) appendDimension(b []byte, dim string, s Subject) []byte {
+	switch dim {
+	case "destination":
+		return append(b, s.Destination.Key...)
+	case "country":
+		return append(b, s.Destination.Country...)
+	case "prefix":
+		return append(b, s.Destination.Prefix...)
+	case "account":
+		return append(b, s.Account...)
 	case "ip":
-		return ipKey(s.IP, g.ipv6Bits), nil
+		return appendIPKey(b, s.IP, g.ipv6Bits)
 	case "ip/56":
-		return ipKey(s.IP, 56), nil
+		return appendIPKey(b, s.IP, 56)
 	case "ip/48":
-		return ipKey(s.IP, 48), nil
+		return appendIPKey(b, s.IP, 48)
 	case "ip/24":
-		return netKey(s.IP, 24, 48), nil
+		return appendNetKey(b, s.IP, 24, 48)
 	case "ip/16":
-		return netKey(s.IP, 16, 32), nil
+		return appendNetKey(b, s.IP, 16, 32)
 	case "asn":
 		if s.ASN != 0 {
-			return "AS" + strconv.FormatUint(uint64(s.ASN), 10), nil
+			return strconv.AppendUint(append(b, "AS"...), uint64(s.ASN), 10)
 		}
 		if g.networks != nil {
 			if n, ok := g.networks.ASN(s.IP); ok {
-				return "AS" + strconv.FormatUint(uint64(n), 10), nil
+				return strconv.AppendUint(append(b, "AS"...), uint64(n), 10)
 			}
 		}
 		// an address the database does not know counts as its network
-		return netKey(s.IP, 16, 48), nil
+		return appendNetKey(b, s.IP, 16, 48)
 	case "device":
 		// one state per (account, trusted device); the untrusted share one
-		return deviceAccount(s.Account) + "\x00" + s.device, nil
+		b = append(b, deviceAccount(s.Account)...)
+		return append(append(b, 0), s.device...)
 	}
-	return "", nil // global
+	return b // global
 }
 
 func missing(dim string) error {

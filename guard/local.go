@@ -2,6 +2,7 @@ package guard
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,97 +18,119 @@ import (
 // store's; the local monotonic clock only measures them.
 type denyCache struct {
 	ttl  time.Duration
-	size int
-	mu   sync.RWMutex // read-locked on the attacker's path: its repeats do not queue on one another
-	m    map[denyKey]denial
+	size int64
+	// m maps a denyKey to its *denial. A sync.Map: the attacker's repeats
+	// read it from every core at once without a lock or a shared write.
+	m sync.Map
+	n atomic.Int64 // its entries (a few more while puts race)
+	// room lets one put at a time drop entries when the cache is full.
+	room sync.Mutex
 }
 
 // denyKey names a rule's state for a subject (the rule's id and the
-// subject's tag) and, for a distinct rule, the value denied: a struct, so
-// that looking a denial up builds no string.
-type denyKey struct{ id, tag, value string }
+// subject's tag) and, for a distinct rule, the value denied: a struct of
+// strings and an array, so that looking a denial up builds nothing.
+type denyKey struct {
+	id    string
+	tag   tagKey
+	value string
+}
 
 type denial struct {
-	res   Result
-	until time.Time // the entry's end: min(retry, ttl)
-	retry time.Time // the denial's end
+	res    Result
+	until  time.Time                   // the entry's end: min(retry, ttl)
+	retry  time.Time                   // the denial's end
+	shared atomic.Pointer[sharedRules] // see Guard.cached
 }
 
 func newDenyCache(ttl time.Duration, size int) *denyCache {
-	return &denyCache{ttl: ttl, size: size, m: make(map[denyKey]denial)}
+	return &denyCache{ttl: ttl, size: int64(size)}
 }
 
 // get returns the cached denial of key at now, its RetryAfter counted
-// down, and marks it Cached.
-func (c *denyCache) get(key denyKey, now time.Time) (Result, bool) {
-	c.mu.RLock()
-	e, ok := c.m[key]
-	c.mu.RUnlock()
-	if ok && !now.Before(e.until) {
-		c.mu.Lock()
-		if e2, still := c.m[key]; still && !now.Before(e2.until) {
-			delete(c.m, key)
-		}
-		c.mu.Unlock()
-		ok = false
-	}
+// down, and marks it Cached; with its entry.
+func (c *denyCache) get(key denyKey, now time.Time) (*denial, Result, bool) {
+	v, ok := c.m.Load(key)
 	if !ok {
-		return Result{}, false
+		return nil, Result{}, false
+	}
+	e := v.(*denial)
+	if !now.Before(e.until) {
+		c.remove(key, v)
+		return nil, Result{}, false
 	}
 	res := e.res
 	res.Cached, res.Skipped = true, false
 	res.RetryAfter = max(e.retry.Sub(now), time.Microsecond)
 	res.ResetAfter = max(res.ResetAfter-e.res.RetryAfter+res.RetryAfter, 0)
-	return res, true
+	return e, res, true
 }
 
 // put caches a denial observed at now.
 func (c *denyCache) put(key denyKey, res Result, now time.Time) {
-	e := denial{res: res, until: now.Add(min(res.RetryAfter, c.ttl)), retry: now.Add(res.RetryAfter)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.size {
-		// Make room: drop what has ended, and if that is not enough, any
-		// entry (map order is random); a dropped denial is asked of the
-		// store again, never admitted wrongly.
-		for k, v := range c.m {
-			if !now.Before(v.until) {
-				delete(c.m, k)
-			}
-		}
-		for k := range c.m {
-			if len(c.m) < c.size {
-				break
-			}
-			delete(c.m, k)
-		}
+	e := &denial{res: res, until: now.Add(min(res.RetryAfter, c.ttl)), retry: now.Add(res.RetryAfter)}
+	if c.n.Load() >= c.size {
+		c.makeRoom(now)
 	}
-	c.m[key] = e
+	if _, loaded := c.m.Swap(key, e); !loaded {
+		c.n.Add(1)
+	}
+}
+
+// makeRoom drops what has ended, and if that is not enough, any entry (in
+// the order of a hash seeded per process); a dropped denial is asked of
+// the store again, never admitted wrongly.
+func (c *denyCache) makeRoom(now time.Time) {
+	c.room.Lock()
+	defer c.room.Unlock()
+	if c.n.Load() < c.size {
+		return // another put made room
+	}
+	c.m.Range(func(k, v any) bool {
+		if !now.Before(v.(*denial).until) {
+			c.remove(k, v)
+		}
+		return true
+	})
+	c.m.Range(func(k, v any) bool {
+		if c.n.Load() < c.size {
+			return false
+		}
+		c.remove(k, v)
+		return true
+	})
+}
+
+// remove drops key's entry if it is still v.
+func (c *denyCache) remove(key, v any) {
+	if c.m.CompareAndDelete(key, v) {
+		c.n.Add(-1)
+	}
 }
 
 func (c *denyCache) drop(key denyKey) {
-	c.mu.Lock()
-	delete(c.m, key)
-	c.mu.Unlock()
+	if _, loaded := c.m.LoadAndDelete(key); loaded {
+		c.n.Add(-1)
+	}
 }
 
 // dropState drops the entries of a rule's state for a subject, every
 // value of a distinct rule's included: an unblock, rare enough to scan
 // for.
-func (c *denyCache) dropState(id, tag string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k := range c.m {
-		if k.id == id && k.tag == tag {
-			delete(c.m, k)
+func (c *denyCache) dropState(id string, tag tagKey) {
+	c.m.Range(func(k, v any) bool {
+		if dk := k.(denyKey); dk.id == id && dk.tag == tag {
+			c.remove(k, v)
 		}
-	}
+		return true
+	})
 }
 
 func (c *denyCache) clear() {
-	c.mu.Lock()
-	clear(c.m)
-	c.mu.Unlock()
+	c.m.Range(func(k, v any) bool {
+		c.remove(k, v)
+		return true
+	})
 }
 
 // leases are the blocks of units this process took from leased rules (see

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -13,7 +14,7 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 	now := time.Unix(1e9, 0)
 	keys := make([]denyKey, 64)
 	for i := range keys {
-		keys[i] = denyKey{id: "rule", tag: strconv.Itoa(i)}
+		keys[i] = denyKey{id: "rule", tag: tagKeyOf(strconv.Itoa(i))}
 		c.put(keys[i], Result{RetryAfter: 30 * time.Second, ResetAfter: 30 * time.Second}, now)
 	}
 	b.ReportAllocs()
@@ -21,7 +22,7 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			if _, ok := c.get(keys[i&63], now); !ok {
+			if _, _, ok := c.get(keys[i&63], now); !ok {
 				b.Fatal("miss")
 			}
 			i++
@@ -36,16 +37,60 @@ func TestDenyCacheHitAllocatesNothing(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	c.put(denyKey{id: "k"}, Result{RetryAfter: time.Second, ResetAfter: time.Second}, now)
 	if n := testing.AllocsPerRun(100, func() {
-		if _, ok := c.get(denyKey{id: "k"}, now); !ok {
+		if _, _, ok := c.get(denyKey{id: "k"}, now); !ok {
 			t.Fatal("miss")
 		}
 	}); n != 0 {
 		t.Fatalf("a cached denial allocates %v times", n)
 	}
-	if _, ok := c.get(denyKey{id: "k"}, now.Add(time.Second)); ok {
+	if _, _, ok := c.get(denyKey{id: "k"}, now.Add(time.Second)); ok {
 		t.Fatal("an ended denial was answered")
 	}
-	if len(c.m) != 0 {
-		t.Fatalf("an ended denial was kept: %d entries", len(c.m))
+	if _, kept := c.m.Load(denyKey{id: "k"}); kept || c.n.Load() != 0 {
+		t.Fatalf("an ended denial was kept: %d entries", c.n.Load())
+	}
+}
+
+// TestTheDenyCacheCountsItsEntries: puts, drops, unblocks and reads of
+// ended entries from goroutines at once leave the cache's count equal to
+// its entries, and within its size (but for the puts that raced the
+// last room made).
+func TestTheDenyCacheCountsItsEntries(t *testing.T) {
+	const size, workers = 50, 8
+	c := newDenyCache(time.Minute, size)
+	start := time.Unix(1e9, 0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range 5000 {
+				k := denyKey{id: "r", tag: tagKeyOf(strconv.Itoa((i*7 + w) % 200))}
+				now := start.Add(time.Duration(i) * time.Millisecond)
+				switch i % 5 {
+				case 0, 1:
+					c.put(k, Result{RetryAfter: time.Duration(i%3+1) * time.Millisecond}, now)
+				case 2:
+					c.get(k, now.Add(time.Second)) // ended: dropped
+				case 3:
+					c.drop(k)
+				case 4:
+					if i%50 == 4 {
+						c.dropState("r", k.tag)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	c.m.Range(func(any, any) bool { n++; return true })
+	if got := c.n.Load(); got != int64(n) {
+		t.Errorf("the count says %d entries, the map holds %d", got, n)
+	}
+	if n > size+workers {
+		t.Errorf("%d entries in a cache of %d", n, size)
+	}
+	c.clear()
+	if n := c.n.Load(); n != 0 {
+		t.Errorf("%d entries counted after clear", n)
 	}
 }

@@ -275,13 +275,13 @@ func (g *Guard) forget(rules []*rule, ops []store.Op) {
 			case rules[i].Algorithm == store.Distinct:
 				// the room a value leaves is every other value's: each
 				// one's remembered denial may have ended
-				g.cache.dropState(op.Spec.ID, op.Tag)
+				g.cache.dropState(op.Spec.ID, tagKeyOf(op.Tag))
 			default:
-				g.cache.drop(denyKey{op.Spec.ID, op.Tag, ""})
+				g.cache.drop(denyKey{op.Spec.ID, tagKeyOf(op.Tag), ""})
 			}
 		case store.Unblock:
 			if g.cache != nil {
-				g.cache.dropState(op.Spec.ID, op.Tag)
+				g.cache.dropState(op.Spec.ID, tagKeyOf(op.Tag))
 			}
 			g.leases.drop(key)
 		}

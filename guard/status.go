@@ -72,7 +72,7 @@ func (g *Guard) Unblock(ctx context.Context, dimension string, s Subject) ([]str
 func (g *Guard) Forget(states []State) {
 	for _, st := range states {
 		if g.cache != nil {
-			g.cache.dropState(st.ID, st.Tag)
+			g.cache.dropState(st.ID, tagKeyOf(st.Tag))
 		}
 		g.leases.drop(st.ID + st.Tag)
 		if g.backstop != nil {
