@@ -24,7 +24,8 @@ type denyCache struct {
 	m sync.Map
 	n atomic.Int64 // its entries (a few more while puts race)
 	// room lets one put at a time drop entries when the cache is full.
-	room sync.Mutex
+	room  sync.Mutex
+	scans int // the full scans room made (under room)
 }
 
 // denyKey names a rule's state for a subject (the rule's id and the
@@ -77,23 +78,27 @@ func (c *denyCache) put(key denyKey, res Result, now time.Time) {
 	}
 }
 
-// makeRoom drops what has ended, and if that is not enough, any entry (in
-// the order of a hash seeded per process); a dropped denial is asked of
-// the store again, never admitted wrongly.
+// makeRoom drops what has ended, and if that is not enough, any entries
+// (in the order of a hash seeded per process), down to 15/16 of the size:
+// a flood of new denials on a full cache scans it once every size/16
+// puts, not on every put. A dropped denial is asked of the store again,
+// never admitted wrongly.
 func (c *denyCache) makeRoom(now time.Time) {
 	c.room.Lock()
 	defer c.room.Unlock()
 	if c.n.Load() < c.size {
 		return // another put made room
 	}
+	c.scans++
 	c.m.Range(func(k, v any) bool {
 		if !now.Before(v.(*denial).until) {
 			c.remove(k, v)
 		}
 		return true
 	})
+	target := min(c.size-1, c.size-c.size/16)
 	c.m.Range(func(k, v any) bool {
-		if c.n.Load() < c.size {
+		if c.n.Load() <= target {
 			return false
 		}
 		c.remove(k, v)

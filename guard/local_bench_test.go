@@ -94,3 +94,26 @@ func TestTheDenyCacheCountsItsEntries(t *testing.T) {
 		t.Errorf("%d entries counted after clear", n)
 	}
 }
+
+// TestAFullDenyCacheMakesRoomInBatches: new denials on a full cache of
+// denials that have not ended (a flood of subjects, each denied once)
+// scan the cache once every size/16 puts, not on each: a put costs the
+// same on a cache of ten thousand entries as on one of ten million. The
+// cache stays within its size.
+func TestAFullDenyCacheMakesRoomInBatches(t *testing.T) {
+	const size = 1600
+	c := newDenyCache(time.Minute, size)
+	now := time.Unix(1e9, 0)
+	for i := range size + 1000 {
+		c.put(denyKey{id: "r", tag: tagKeyOf(strconv.Itoa(i))}, Result{RetryAfter: time.Hour}, now)
+	}
+	if c.scans > 1000/(size/16)+1 {
+		t.Errorf("1000 puts on a full cache scanned it %d times", c.scans)
+	}
+	if n := c.n.Load(); n > size {
+		t.Errorf("%d entries in a cache of %d", n, size)
+	}
+	if _, _, ok := c.get(denyKey{id: "r", tag: tagKeyOf(strconv.Itoa(size + 999))}, now); !ok {
+		t.Error("the newest denial was dropped")
+	}
+}
