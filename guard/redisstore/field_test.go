@@ -267,9 +267,12 @@ func TestServerlessRunsTheLibrary(t *testing.T) {
 			}
 		})
 	}
+	// the bound is half the clock's round trip: a second allows for a
+	// machine busy with other suites (the bound's own test is
+	// TestTheClockFollowsTheServerWithinItsBound)
 	st := redisstore.New(conn, redisstore.Options{})
-	if passed, bound := st.Clock(); !passed || bound <= 0 || bound > 50*time.Millisecond {
-		t.Errorf("clock: passed %v, bound %s; want the time passed in, within 50ms", passed, bound)
+	if passed, bound := st.Clock(); !passed || bound <= 0 || bound > time.Second {
+		t.Errorf("clock: passed %v, bound %s; want the time passed in, within a second", passed, bound)
 	}
 	if n := s.ReplicaConnections(); n != 0 {
 		t.Errorf("the replica was dialed %d times", n)
