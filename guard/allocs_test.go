@@ -56,27 +56,41 @@ func TestAnAttackersRepeatAllocatesAlike(t *testing.T) {
 
 // TestAnAttackersRepeatAllocatesNothing: a denial answered from the deny
 // cache allocates nothing, its rule keyed on a network (formatted into
-// the keyed hash's buffer) or on an address, IPv4 or IPv6, among other
-// rules: neither its tag nor its decision's Rules (shared, see
-// Decision.Rules) are built anew. The process's clock stands still, so
-// the shared Rules never age out here.
+// the keyed hash's buffer) or on an address, IPv4 or IPv6, or a distinct
+// rule's new value, among other rules: neither its tag nor its decision's
+// Rules (shared, see Decision.Rules) are built anew. The process's clock
+// stands still, so the shared Rules never age out here.
 func TestAnAttackersRepeatAllocatesNothing(t *testing.T) {
 	now := time.Unix(1e9, 0)
+	dest := func(a string) guard.Destination {
+		d, err := identity.ParseEmail(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
 	for _, ip := range []string{"192.0.2.7", "2001:db8::7", "::ffff:192.0.2.7"} {
-		for _, key := range []string{"ip/24", "ip", "destination"} {
-			g := newGuard(t, "rules:\n  - {name: deny, action: send, key: ["+key+"], limit: 1, window: 1h, onStoreError: deny}\n"+
+		for _, rule := range []string{"key: [ip/24]", "key: [ip]", "key: [destination]",
+			"key: [destination], of: ip/24, algorithm: distinct", "key: [ip], of: destination, algorithm: distinct"} {
+			g := newGuard(t, "rules:\n  - {name: deny, action: send, "+rule+", limit: 1, window: 1h, onStoreError: deny}\n"+
 				"  - {name: other, action: send, key: [destination, ip/16], limit: 100, window: 1h, onStoreError: deny}\n"+
 				"  - {name: all, action: send, key: [global], limit: 100, window: 1h, onStoreError: deny}\n",
 				memstore.New(func() time.Time { return now }), guard.Options{Secret: []byte(secret), Clock: func() time.Time { return now }})
 			ctx := context.Background()
-			dest, err := identity.ParseEmail("ann@example.com")
-			if err != nil {
-				t.Fatal(err)
+			req := guard.Request{Action: "send", Subject: guard.Subject{Destination: dest("ann@example.com"), IP: netip.MustParseAddr(ip)}}
+			// the first takes the limit: for a distinct rule, another value
+			first := req
+			switch {
+			case strings.Contains(rule, "of: ip/24"):
+				first.Subject.IP = netip.MustParseAddr("198.51.100.1")
+			case strings.Contains(rule, "of: destination"):
+				first.Subject.Destination = dest("bob@example.com")
 			}
-			req := guard.Request{Action: "send", Subject: guard.Subject{Destination: dest, IP: netip.MustParseAddr(ip)}}
-			g.Allow(ctx, req)
-			if d, _ := g.Allow(ctx, req); d.Allowed {
-				t.Fatal("the second is allowed")
+			if d, _ := g.Allow(ctx, first); !d.Allowed {
+				t.Fatalf("%s: the first is denied", rule)
+			}
+			if d, _ := g.Allow(ctx, req); d.Allowed || d.DeniedBy != "deny" {
+				t.Fatalf("%s: the second is not denied by the rule: %+v", rule, d)
 			}
 			least := 1e9
 			for range 5 {
@@ -87,7 +101,7 @@ func TestAnAttackersRepeatAllocatesNothing(t *testing.T) {
 				}))
 			}
 			if least != 0 {
-				t.Errorf("%s on %s: a cached denial allocates %v times", ip, key, least)
+				t.Errorf("%s, %s: a cached denial allocates %v times", ip, rule, least)
 			}
 		}
 	}

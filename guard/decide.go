@@ -155,8 +155,7 @@ func (g *Guard) cacheKey(rules []*rule, tags []string, i int, s Subject) denyKey
 		k.tag = g.subjectTag(r.dims, s) // no string: a cached denial allocates no tag
 	}
 	if r.Algorithm == store.Distinct {
-		v, _ := g.dimension(r.Of, s)
-		k.value = g.valueHash(r.Of, v)
+		k.value = g.valueKeyOf(r.Of, s)
 	}
 	return k
 }

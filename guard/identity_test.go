@@ -113,6 +113,14 @@ func TestTagsAreKeyedAnd128Bits(t *testing.T) {
 	if got := a.valueHash("ip", "203.0.113.9"); got != want {
 		t.Errorf("value hash %q, want HMAC-SHA256/64 %q", got, want)
 	}
+	// The deny cache's key for a distinct rule's value is that hash of
+	// the value as the dimension formats it, hashed without the string.
+	for _, dim := range []string{"ip", "ip/24", "destination", "account"} {
+		want := a.valueHash(dim, a.Value(dim, s))
+		if got := a.valueKeyOf(dim, s); string(got[:]) != want {
+			t.Errorf("%s: the cache's value key %q, want %q", dim, got[:], want)
+		}
+	}
 }
 
 // testConfig is an engine configuration with a rule keyed on each

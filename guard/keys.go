@@ -182,6 +182,24 @@ func (g *Guard) hashValues(dims, values []string) string {
 // set: 64 bits of keyed hash, enough to tell the values of one window apart.
 func (g *Guard) valueHash(dim, value string) string { return g.labelHash("of", dim, value, 8) }
 
+// valueKey is a distinct rule's value hash (valueHash) as an array: the
+// deny cache's key, built without allocating.
+type valueKey [11]byte
+
+// valueKeyOf is valueHash(dim, the subject's value of dim) as a valueKey,
+// the value formatted into the hash's buffer. The subject has dim.
+func (g *Guard) valueKeyOf(dim string, s Subject) (k valueKey) {
+	m := g.macs.Get().(*macState)
+	b := append(m.buf[:0], "of"...)
+	b = append(b, 0)
+	b = append(b, dim...)
+	b = append(b, 0)
+	b = g.appendDimension(b, dim, s)
+	base64.RawURLEncoding.Encode(k[:], m.sum(b)[:8])
+	g.macs.Put(m)
+	return k
+}
+
 // labelHash is the first n bytes (at most 16) of the keyed hash of label,
 // dim and value, each but the last ended by a zero byte, base64url.
 func (g *Guard) labelHash(label, dim, value string, n int) string {

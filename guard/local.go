@@ -29,12 +29,12 @@ type denyCache struct {
 }
 
 // denyKey names a rule's state for a subject (the rule's id and the
-// subject's tag) and, for a distinct rule, the value denied: a struct of
-// strings and an array, so that looking a denial up builds nothing.
+// subject's tag) and, for a distinct rule, the value denied: a string
+// and arrays, so that looking a denial up builds nothing.
 type denyKey struct {
 	id    string
 	tag   tagKey
-	value string
+	value valueKey // a distinct rule's; zero for the others
 }
 
 type denial struct {

@@ -277,7 +277,7 @@ func (g *Guard) forget(rules []*rule, ops []store.Op) {
 				// one's remembered denial may have ended
 				g.cache.dropState(op.Spec.ID, tagKeyOf(op.Tag))
 			default:
-				g.cache.drop(denyKey{op.Spec.ID, tagKeyOf(op.Tag), ""})
+				g.cache.drop(denyKey{id: op.Spec.ID, tag: tagKeyOf(op.Tag)})
 			}
 		case store.Unblock:
 			if g.cache != nil {
