@@ -27,7 +27,9 @@
 // rule allows; then every rule consumed one unit. A denied attempt
 // consumes nothing, of any rule, so a blocked client hammering a victim's
 // address leaves the victim's budget whole. d.RetryAfter says when to
-// come back; d.Rules tells each rule's part.
+// come back; d.Rules tells each rule's part (read it only: a denial the
+// deny cache answers shares its Rules with the same entry's other answers
+// for up to 100ms; see Decision.Rules).
 //
 // The attempt then ends in one of three ways:
 //
