@@ -9,11 +9,13 @@ package guard_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/config"
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/identity"
 	"github.com/otpguard/otpguard/guard/memstore"
@@ -103,6 +105,56 @@ func TestAnAttackersRepeatAllocatesNothing(t *testing.T) {
 			if least != 0 {
 				t.Errorf("%s, %s: a cached denial allocates %v times", ip, rule, least)
 			}
+		}
+	}
+}
+
+// TestAnAttackersRepeatUnderTheDefaultRulesAllocatesNothing: the same
+// under the default config's rules, as the API asks them (a send by
+// email, whose sms rules the channel's filter leaves out, and a send by
+// sms, nine rules): the list a filter leaves is kept, as the action's own
+// is, and the tags of up to 16 rules stay on the stack.
+func TestAnAttackersRepeatUnderTheDefaultRulesAllocatesNothing(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { return now }
+	email, err := identity.ParseEmail("ann@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	phone, err := identity.ParsePhone("+12015550123", identity.PhonePolicy{AllowedTypes: []string{"fixed_line_or_mobile"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dest := range []guard.Destination{email, phone} {
+		g, err := guard.New(config.Default().Engine(), memstore.New(clock), guard.Options{Secret: []byte(secret), Clock: clock, Backstop: memstore.New(clock)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		req := guard.Request{Action: "otp.send", Subject: guard.Subject{Destination: dest, IP: netip.MustParseAddr("192.0.2.7")},
+			Attributes: map[string]string{"channel": string(dest.Channel), "purpose": "login"}}
+		var d guard.Decision
+		for range 20 {
+			if d, err = g.Allow(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if !d.Allowed {
+				break
+			}
+		}
+		if d.Allowed {
+			t.Fatalf("%s: 20 sends allowed", dest.Channel)
+		}
+		least := 1e9
+		for range 5 {
+			least = min(least, testing.AllocsPerRun(50, func() {
+				if d, _ := g.Allow(ctx, req); d.Allowed || d.RetryAfter <= 0 || !slices.ContainsFunc(d.Rules, func(r guard.Result) bool { return r.Cached }) {
+					t.Fatalf("%s: not answered from the cache: %+v", dest.Channel, d)
+				}
+			}))
+		}
+		if least != 0 {
+			t.Errorf("%s: a cached denial under the default rules allocates %v times", dest.Channel, least)
 		}
 	}
 }

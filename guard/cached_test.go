@@ -2,11 +2,15 @@ package guard_test
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
 	"github.com/otpguard/otpguard/guard/memstore"
+	"github.com/otpguard/otpguard/guard/store"
 )
 
 // TestACachedDenialsRulesAreSharedForAMoment: the cached denials of one
@@ -83,6 +87,103 @@ func TestACachedDenialListsItsOwnRules(t *testing.T) {
 		}
 		if d.Allowed || !d.Rules[0].Cached || len(d.Rules) != 2 || d.Rules[1].Rule != "for-"+ch {
 			t.Errorf("channel %s: %+v", ch, d.Rules)
+		}
+	}
+}
+
+// TestCachedDenialsOfManySubjectsKeepTheirOwnRules: the shared Rules are
+// kept in slots by a hash of the entry's key (a bounded number of them),
+// so subjects meet in a slot: 400 subjects denied at different moments
+// (so that their retry-afters differ), asked in turn at one instant, each
+// get their own denial's Rules, exact.
+func TestCachedDenialsOfManySubjectsKeepTheirOwnRules(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { return now }
+	g := newGuard(t, "store: {denyCache: {ttl: 1m, size: 1000}}\nrules:\n  - {name: free, action: login, key: [ip], limit: 10000, window: 1h, onStoreError: deny}\n"+
+		"  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n", memstore.New(clock), guard.Options{Secret: []byte(secret), Clock: clock})
+	ctx := context.Background()
+	req := func(i int) guard.Request {
+		return guard.Request{Action: "login", Subject: guard.Subject{Account: fmt.Sprint("user", i), IP: netip.MustParseAddr("192.0.2.1")}}
+	}
+	const n = 400
+	for i := range n {
+		for range 2 {
+			if _, err := g.Allow(ctx, req(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(100 * time.Millisecond) // each denial's retry-after differs (all within the cache's minute)
+	}
+	for round := range 2 {
+		for i := range n {
+			d, err := g.Allow(ctx, req(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed || !d.Rules[1].Cached || d.Rules[1].RetryAfter != d.RetryAfter {
+				t.Fatalf("round %d, user%d: rule %+v, decision's RetryAfter %v", round, i, d.Rules[1], d.RetryAfter)
+			}
+		}
+	}
+}
+
+// held is a store whose next call, once armed, waits for release after
+// it is answered: a decision in flight while something else happens.
+type held struct {
+	store.Store
+	arm               atomic.Bool
+	answered, release chan struct{}
+}
+
+func (h *held) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
+	res, err := h.Store.Do(ctx, ops)
+	if h.arm.CompareAndSwap(true, false) {
+		h.answered <- struct{}{}
+		<-h.release
+	}
+	return res, err
+}
+
+// TestADenialInFlightDuringADropIsNotCached: a denial the store answers
+// while an unblock (or a refund) is made through this process is not
+// remembered: it may be what the unblock ended, and the next request asks
+// the store, which allows it.
+func TestADenialInFlightDuringADropIsNotCached(t *testing.T) {
+	for _, how := range []string{"unblock", "void"} {
+		now := time.Unix(1e9, 0)
+		clock := func() time.Time { return now }
+		h := &held{Store: memstore.New(clock), answered: make(chan struct{}), release: make(chan struct{})}
+		g := newGuard(t, "store: {denyCache: {ttl: 1m, size: 10}}\nrules:\n  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n",
+			h, guard.Options{Secret: []byte(secret), Clock: clock})
+		ctx := context.Background()
+		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+		first, _ := g.Allow(ctx, req)
+		if !first.Allowed {
+			t.Fatal("the first is denied")
+		}
+		h.arm.Store(true)
+		done := make(chan guard.Decision)
+		go func() {
+			d, _ := g.Allow(ctx, req)
+			done <- d
+		}()
+		<-h.answered // the store denied; the decision is not learnt yet
+		switch how {
+		case "unblock":
+			if _, err := g.Unblock(ctx, "account", req.Subject); err != nil {
+				t.Fatal(err)
+			}
+		case "void":
+			if _, err := g.Settle(ctx, req, first, guard.Void); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(h.release)
+		if d := <-done; d.Allowed {
+			t.Fatalf("%s: the request in flight was allowed", how)
+		}
+		if d, _ := g.Allow(ctx, req); !d.Allowed || d.Rules[0].Cached {
+			t.Errorf("%s: the next request after it: %+v, want allowed by the store", how, d.Rules[0])
 		}
 	}
 }

@@ -44,10 +44,11 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 		return Decision{}, err
 	}
 	now := g.clock()
+	gen := g.cache.drops() // see learn
 	// the tags are hashed once, here or in the attempt: on the stack
 	// while the deny cache answers (an attacker's repeat allocates
 	// nothing: its tag is an array, its decision's Rules shared)
-	var tagBuf [8]string
+	var tagBuf [16]string
 	var tags []string
 	if len(rules) <= len(tagBuf) {
 		tags = tagBuf[:len(rules)]
@@ -57,13 +58,8 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	if d, ok := g.remembered(rules, tags, subject, maybe, now); ok {
 		return d, nil
 	}
-	a := &attempt{g: g, subject: subject, n: n, issued: issued, rules: rules, maybe: maybe, now: now}
-	if len(rules) <= len(a.tagBuf) {
-		a.tags = a.tagBuf[:len(rules)]
-	} else {
-		a.tags = make([]string, len(rules))
-	}
-	copy(a.tags, tags)
+	a := &attempt{g: g, subject: subject, n: n, issued: issued, rules: rules, maybe: maybe, now: now, gen: gen}
+	a.tags = append(a.tagBuf[:0], tags...) // on the heap past 16 rules
 	if err := a.plan(); err != nil {
 		return Decision{}, err
 	}
@@ -103,9 +99,10 @@ type attempt struct {
 	issued  time.Time
 	applied []bool // per rule, when maybe: an op of it applied
 	n       int64
-	now     time.Time // the process's clock: the deny cache and leases
-	tagBuf  [8]string // most actions have a few rules: no allocation
-	tags    []string  // per rule, filled as needed (see tag)
+	now     time.Time  // the process's clock: the deny cache and leases
+	tagBuf  [16]string // most actions have a few rules: no allocation
+	gen     uint64     // the deny cache's drops before the decision
+	tags    []string   // per rule, filled as needed (see tag)
 	d       Decision
 	ops     []store.Op
 	at      []int    // the rule of each op (-1: the device check)
@@ -131,7 +128,7 @@ func (g *Guard) remembered(rules []*rule, tags []string, s Subject, maybe bool, 
 		}
 		k := g.cacheKey(rules, tags, i, s)
 		if e, res, ok := g.cache.get(k, now); ok {
-			return g.cached(rules, i, e, res, now), true
+			return g.cached(rules, i, k, e, res, now), true
 		}
 		if tags[i] == "" {
 			// hashed once: the attempt's ops take the tag from here
@@ -368,7 +365,9 @@ func (a *attempt) learn(d *Decision) {
 			}
 		}
 	}
-	if !d.Allowed && d.StoreError == nil && g.cache != nil && a.n == 1 {
+	// a denial the store answered while a refund, release or unblock
+	// was dropped from the cache may be what the drop ended: not cached
+	if !d.Allowed && d.StoreError == nil && g.cache != nil && a.n == 1 && g.cache.drops() == a.gen {
 		for i, r := range a.rules {
 			if a.maybe && (r.filtersDevice || r.keyedDevice) {
 				continue // the device decides which of its states applies

@@ -18,13 +18,18 @@ func (r *rule) cacheable() bool {
 	return r.spec.Enforce && !r.spec.Challenge && r.Algorithm != store.Concurrency && r.Count == CountRequests && r.Lockout == nil
 }
 
-// cached is the decision a cached denial of rules[i] answers: the store is
-// not asked, the other rules are skipped. Its Rules are shared by the
-// answers of entry e to the same rules for up to sharedRulesFor (never
-// written once answered): an attacker's repeats allocate nothing.
-func (g *Guard) cached(rules []*rule, i int, e *denial, res Result, now time.Time) Decision {
+// cached is the decision a cached denial of rules[i] (key k, entry e)
+// answers: the store is not asked, the other rules are skipped. Its Rules
+// are shared by the entry's answers to the same rules for up to
+// sharedRulesFor (never written once answered), so an attacker's repeats
+// allocate nothing; they are kept in one of the cache's sharedSlots slots,
+// so that what the sharing keeps is bounded whatever the cache's size.
+func (g *Guard) cached(rules []*rule, i int, k denyKey, e *denial, res Result, now time.Time) Decision {
 	d := Decision{DeniedBy: rules[i].Name, RetryAfter: res.RetryAfter}
-	if s := e.shared.Load(); s != nil && s.first == &rules[0] && len(s.rules) == len(rules) {
+	slot := g.cache.slot(k)
+	// the same list (an action's own, or one kept by match: the pointer
+	// keeps it alive, so no other list can take its address)
+	if s := slot.Load(); s != nil && s.e == e && s.first == &rules[0] && len(s.rules) == len(rules) {
 		if age := now.Sub(s.at); age >= 0 && age < sharedRulesFor {
 			d.Rules = s.rules
 			return d
@@ -35,7 +40,7 @@ func (g *Guard) cached(rules []*rule, i int, e *denial, res Result, now time.Tim
 		d.Rules[j] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Skipped: true}
 	}
 	d.Rules[i] = res
-	e.shared.Store(&sharedRules{first: &rules[0], at: now, rules: d.Rules})
+	slot.Store(&sharedRules{e: e, first: &rules[0], at: now, rules: d.Rules})
 	return d
 }
 
@@ -44,10 +49,10 @@ func (g *Guard) cached(rules []*rule, i int, e *denial, res Result, now time.Tim
 // older than the Decision's RetryAfter.
 const sharedRulesFor = 100 * time.Millisecond
 
-// sharedRules are the Rules of the cached denials a deny cache entry
-// answered to the rules starting at first (an action's list, which the
-// guard never rebuilds) at at.
+// sharedRules are the Rules entry e answered at at to the rules starting
+// at first.
 type sharedRules struct {
+	e     *denial
 	first **rule
 	at    time.Time
 	rules []Result

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/otpguard/otpguard/guard/store"
@@ -148,9 +149,9 @@ type Decision struct {
 	// Read it only: a denial answered from the deny cache (its Result
 	// Cached) shares its Rules with the entry's other answers for up to
 	// 100ms, so that an attacker's repeats allocate nothing; clone it to
-	// change it. In those Rules, the denying rule's RetryAfter and
-	// ResetAfter are as of the first of them (Decision.RetryAfter is
-	// exact).
+	// change it (a change would show in other callers' decisions). In
+	// those Rules, the denying rule's RetryAfter and ResetAfter are as of
+	// the first of them (Decision.RetryAfter is exact).
 	Rules []Result
 	// StoreError is the store's error when the store failed and the rules'
 	// onStoreError policies decided (Allowed tells how).
@@ -214,7 +215,9 @@ type Guard struct {
 	timeout   time.Duration
 	ipv6Bits  int
 	byAction  map[string][]*rule
-	actions   []string // byAction's keys, sorted
+	lists     sync.Map     // listKey → []*rule: the lists match kept
+	listsKept atomic.Int64 // their number (and the tries past maxLists)
+	actions   []string     // byAction's keys, sorted
 	byName    map[string]*rule
 	all       []*rule
 	clock     func() time.Time

@@ -17,25 +17,63 @@ import (
 // judge): then a rule filtered on the device passes with either value.
 func (g *Guard) match(req Request, maybe bool) []*rule {
 	all := g.byAction[req.Action]
-	if req.Partial {
-		all = slices.DeleteFunc(slices.Clone(all), func(r *rule) bool {
-			return (r.Of != "" && !has(r.Of, req.Subject)) || slices.ContainsFunc(r.dims, func(dim string) bool { return !has(dim, req.Subject) })
-		})
+	if len(all) > 64 {
+		return g.filter(all, req, maybe)
 	}
+	var in uint64 // the rules that apply, a bit each
 	for i, r := range all {
-		if !r.matches(req.Attributes, maybe) {
-			// copy only when a rule is left out; the action's own list
-			// is shared and never written
-			out := slices.Clone(all[:i])
-			for _, r := range all[i+1:] {
-				if r.matches(req.Attributes, maybe) {
-					out = append(out, r)
-				}
-			}
-			return out
+		if g.applies(r, req, maybe) {
+			in |= 1 << i
 		}
 	}
-	return all
+	if in == 1<<len(all)-1 {
+		return all // the action's own list, shared and never written
+	}
+	// The lists that leave rules out are kept, one per action and set of
+	// rules (a few: they follow the filters' values and the dimensions a
+	// partial request has), up to a bound past which they are built per
+	// request: a list is the same slice on every request, as the action's
+	// own is (a cached denial's shared Rules need it).
+	k := listKey{req.Action, in}
+	if l, ok := g.lists.Load(k); ok {
+		return l.([]*rule)
+	}
+	out := g.filter(all, req, maybe)
+	if g.listsKept.Add(1) <= maxLists {
+		if l, loaded := g.lists.LoadOrStore(k, out); loaded {
+			return l.([]*rule)
+		}
+	}
+	return out
+}
+
+// listKey names a list of an action's rules: the action and a bit per rule.
+type listKey struct {
+	action string
+	in     uint64
+}
+
+// maxLists bounds the rule lists match keeps.
+const maxLists = 1024
+
+// filter is a new list of the rules of all that apply to req.
+func (g *Guard) filter(all []*rule, req Request, maybe bool) []*rule {
+	var out []*rule
+	for _, r := range all {
+		if g.applies(r, req, maybe) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// applies reports whether r applies to req: its filters pass, and a
+// partial request has the values it needs.
+func (g *Guard) applies(r *rule, req Request, maybe bool) bool {
+	if req.Partial && ((r.Of != "" && !has(r.Of, req.Subject)) || slices.ContainsFunc(r.dims, func(dim string) bool { return !has(dim, req.Subject) })) {
+		return false
+	}
+	return r.matches(req.Attributes, maybe)
 }
 
 func (r *rule) matches(attrs map[string]string, maybe bool) bool {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,9 +24,26 @@ type denyCache struct {
 	// read it from every core at once without a lock or a shared write.
 	m sync.Map
 	n atomic.Int64 // its entries (a few more while puts race)
+	// gen counts the drops: a denial observed while one was made is not
+	// put (it may be what the drop ended).
+	gen atomic.Uint64
 	// room lets one put at a time drop entries when the cache is full.
 	room  sync.Mutex
 	scans int // the full scans room made (under room)
+	// shared holds the Rules of recent cached denials (Guard.cached), in
+	// slots by the hash of their key: at most sharedSlots of them.
+	shared [sharedSlots]atomic.Pointer[sharedRules]
+	seed   maphash.Seed
+}
+
+// sharedSlots bounds the cached denials whose Rules are shared: an
+// attacker's repeats of up to about that many subjects at once allocate
+// nothing, and what they keep is bounded whatever the cache's size.
+const sharedSlots = 4096
+
+// slot is where key's shared Rules are kept.
+func (c *denyCache) slot(key denyKey) *atomic.Pointer[sharedRules] {
+	return &c.shared[maphash.Comparable(c.seed, key)%sharedSlots]
 }
 
 // denyKey names a rule's state for a subject (the rule's id and the
@@ -38,14 +56,13 @@ type denyKey struct {
 }
 
 type denial struct {
-	res    Result
-	until  time.Time                   // the entry's end: min(retry, ttl)
-	retry  time.Time                   // the denial's end
-	shared atomic.Pointer[sharedRules] // see Guard.cached
+	res   Result
+	until time.Time // the entry's end: min(retry, ttl)
+	retry time.Time // the denial's end
 }
 
 func newDenyCache(ttl time.Duration, size int) *denyCache {
-	return &denyCache{ttl: ttl, size: int64(size)}
+	return &denyCache{ttl: ttl, size: int64(size), seed: maphash.MakeSeed()}
 }
 
 // get returns the cached denial of key at now, its RetryAfter counted
@@ -113,7 +130,16 @@ func (c *denyCache) remove(key, v any) {
 	}
 }
 
+// drops is the number of drops so far (0 for no cache).
+func (c *denyCache) drops() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.gen.Load()
+}
+
 func (c *denyCache) drop(key denyKey) {
+	c.gen.Add(1)
 	if _, loaded := c.m.LoadAndDelete(key); loaded {
 		c.n.Add(-1)
 	}
@@ -123,6 +149,7 @@ func (c *denyCache) drop(key denyKey) {
 // value of a distinct rule's included: an unblock, rare enough to scan
 // for.
 func (c *denyCache) dropState(id string, tag tagKey) {
+	c.gen.Add(1)
 	c.m.Range(func(k, v any) bool {
 		if dk := k.(denyKey); dk.id == id && dk.tag == tag {
 			c.remove(k, v)
@@ -132,6 +159,7 @@ func (c *denyCache) dropState(id string, tag tagKey) {
 }
 
 func (c *denyCache) clear() {
+	c.gen.Add(1)
 	c.m.Range(func(k, v any) bool {
 		c.remove(k, v)
 		return true
