@@ -22,15 +22,16 @@ func (r *rule) cacheable() bool {
 // answers: the store is not asked, the other rules are skipped. Its Rules
 // are shared by the entry's answers to the same rules for up to
 // sharedRulesFor (never written once answered), so an attacker's repeats
-// allocate nothing; they are kept in one of the cache's sharedSlots slots,
-// so that what the sharing keeps is bounded whatever the cache's size.
+// allocate nothing; they are kept in one of two of the cache's
+// sharedSlots slots, so that what the sharing keeps is bounded whatever
+// the cache's size.
 func (g *Guard) cached(rules []*rule, i int, k denyKey, e *denial, res Result, now time.Time) Decision {
 	d := Decision{DeniedBy: rules[i].Name, RetryAfter: res.RetryAfter}
-	slot := g.cache.slot(k)
-	// the same list (an action's own, or one kept by match: the pointer
-	// keeps it alive, so no other list can take its address)
-	if s := slot.Load(); s != nil && s.e == e && s.first == &rules[0] && len(s.rules) == len(rules) {
-		if age := now.Sub(s.at); age >= 0 && age < sharedRulesFor {
+	slots := g.cache.slots(k)
+	for _, slot := range slots {
+		// the same list (an action's own, or one kept by match: the
+		// pointer keeps it alive, so no other list can take its address)
+		if s := slot.Load(); s != nil && s.e == e && s.first == &rules[0] && len(s.rules) == len(rules) && s.fresh(now) {
 			d.Rules = s.rules
 			return d
 		}
@@ -40,6 +41,12 @@ func (g *Guard) cached(rules []*rule, i int, k denyKey, e *denial, res Result, n
 		d.Rules[j] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Skipped: true}
 	}
 	d.Rules[i] = res
+	// of its two slots, one that another entry's recent answers do not
+	// hold (two hot entries rarely meet in both)
+	slot := slots[0]
+	if s := slot.Load(); s != nil && s.e != e && s.fresh(now) {
+		slot = slots[1]
+	}
 	slot.Store(&sharedRules{e: e, first: &rules[0], at: now, rules: d.Rules})
 	return d
 }
@@ -56,6 +63,12 @@ type sharedRules struct {
 	first **rule
 	at    time.Time
 	rules []Result
+}
+
+// fresh reports whether s may still be shared at now.
+func (s *sharedRules) fresh(now time.Time) bool {
+	age := now.Sub(s.at)
+	return age >= 0 && age < sharedRulesFor
 }
 
 // mirror tells the backstop what the store answered for the ops of the

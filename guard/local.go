@@ -41,9 +41,11 @@ type denyCache struct {
 // nothing, and what they keep is bounded whatever the cache's size.
 const sharedSlots = 4096
 
-// slot is where key's shared Rules are kept.
-func (c *denyCache) slot(key denyKey) *atomic.Pointer[sharedRules] {
-	return &c.shared[maphash.Comparable(c.seed, key)%sharedSlots]
+// slots are where key's shared Rules may be kept: two, by halves of the
+// key's hash.
+func (c *denyCache) slots(key denyKey) [2]*atomic.Pointer[sharedRules] {
+	h := maphash.Comparable(c.seed, key)
+	return [2]*atomic.Pointer[sharedRules]{&c.shared[h%sharedSlots], &c.shared[h>>32%sharedSlots]}
 }
 
 // denyKey names a rule's state for a subject (the rule's id and the
