@@ -187,3 +187,70 @@ func TestADenialInFlightDuringADropIsNotCached(t *testing.T) {
 		}
 	}
 }
+
+// slowChange is a store whose unblocks and refunds wait for release
+// before they reach it, once armed: a decision made meanwhile reads the
+// state before the change.
+type slowChange struct {
+	store.Store
+	arm              atomic.Bool
+	waiting, release chan struct{}
+}
+
+func (s *slowChange) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
+	if k := ops[0].Kind; (k == store.Unblock || k == store.Refund || k == store.Cancel) && s.arm.CompareAndSwap(true, false) {
+		s.waiting <- struct{}{}
+		<-s.release
+	}
+	return s.Store.Do(ctx, ops)
+}
+
+// TestADenialReadBeforeAnUnblockLandsIsNotKept: a decision made while an
+// unblock (or a refund) made through this process is on its way to the
+// store reads the denial the change ends; what it caches is dropped once
+// the change has landed, and the next request asks the store, which
+// allows it.
+func TestADenialReadBeforeAnUnblockLandsIsNotKept(t *testing.T) {
+	for _, how := range []string{"unblock", "void"} {
+		now := time.Unix(1e9, 0)
+		clock := func() time.Time { return now }
+		s := &slowChange{Store: memstore.New(clock), waiting: make(chan struct{}), release: make(chan struct{})}
+		g := newGuard(t, "store: {denyCache: {ttl: 1m, size: 10}}\nrules:\n  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n",
+			s, guard.Options{Secret: []byte(secret), Clock: clock})
+		ctx := context.Background()
+		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+		first, _ := g.Allow(ctx, req)
+		if !first.Allowed {
+			t.Fatal("the first is denied")
+		}
+		s.arm.Store(true)
+		done := make(chan error)
+		go func() {
+			var err error
+			switch how {
+			case "unblock":
+				_, err = g.Unblock(ctx, "account", req.Subject)
+			case "void":
+				_, err = g.Settle(ctx, req, first, guard.Void)
+			}
+			done <- err
+		}()
+		select {
+		case <-s.waiting: // the change is on its way
+		case err := <-done:
+			t.Fatalf("%s: the change never reached the store: %v", how, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the change never reached the store", how)
+		}
+		if d, _ := g.Allow(ctx, req); d.Allowed {
+			t.Fatalf("%s: allowed before the change landed", how)
+		}
+		close(s.release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := g.Allow(ctx, req); !d.Allowed || d.Rules[0].Cached {
+			t.Errorf("%s: the next request after the change: %+v, want allowed by the store", how, d.Rules[0])
+		}
+	}
+}

@@ -228,7 +228,10 @@ func (g *Guard) Release(ctx context.Context, req Request, lease string) error {
 // by the backstop alone (the store was failing), only the backstop
 // changes.
 func (g *Guard) apply(ctx context.Context, rules []*rule, ops []store.Op, backstopOnly bool) ([]store.OpResult, error) {
+	// before, and again once the store has the change: a denial read
+	// between the two may be the state the change ends
 	g.forget(rules, ops)
+	defer g.forget(rules, ops)
 	if backstopOnly {
 		return g.applyBackstop(ctx, rules, ops)
 	}
