@@ -44,22 +44,22 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 		return Decision{}, err
 	}
 	now := g.clock()
-	gen := g.cache.drops() // see learn
 	// the tags are hashed once, here or in the attempt: on the stack
 	// while the deny cache answers (an attacker's repeat allocates
 	// nothing: its tag is an array, its decision's Rules shared)
 	var tagBuf [16]string
-	var tags []string
-	if len(rules) <= len(tagBuf) {
-		tags = tagBuf[:len(rules)]
-	} else {
-		tags = make([]string, len(rules))
+	var genBuf [16]uint64
+	tags, gens := tagBuf[:], genBuf[:]
+	if len(rules) > len(tagBuf) {
+		tags, gens = make([]string, len(rules)), make([]uint64, len(rules))
 	}
-	if d, ok := g.remembered(rules, tags, subject, maybe, now); ok {
+	tags, gens = tags[:len(rules)], gens[:len(rules)]
+	if d, ok := g.remembered(rules, tags, gens, subject, maybe, now); ok {
 		return d, nil
 	}
-	a := &attempt{g: g, subject: subject, n: n, issued: issued, rules: rules, maybe: maybe, now: now, gen: gen}
+	a := &attempt{g: g, subject: subject, n: n, issued: issued, rules: rules, maybe: maybe, now: now}
 	a.tags = append(a.tagBuf[:0], tags...) // on the heap past 16 rules
+	a.gens = append(a.genBuf[:0], gens...)
 	if err := a.plan(); err != nil {
 		return Decision{}, err
 	}
@@ -101,8 +101,9 @@ type attempt struct {
 	n       int64
 	now     time.Time  // the process's clock: the deny cache and leases
 	tagBuf  [16]string // most actions have a few rules: no allocation
-	gen     uint64     // the deny cache's drops before the decision
-	tags    []string   // per rule, filled as needed (see tag)
+	genBuf  [16]uint64
+	gens    []uint64 // per cacheable rule, its state's drops before (see learn)
+	tags    []string // per rule, filled as needed (see tag)
 	d       Decision
 	ops     []store.Op
 	at      []int    // the rule of each op (-1: the device check)
@@ -118,7 +119,7 @@ type attempt struct {
 // answers without the store, rule by rule, hashing only as far as the
 // first remembered denial (into tags), so an attacker's repeat costs one
 // keyed hash.
-func (g *Guard) remembered(rules []*rule, tags []string, s Subject, maybe bool, now time.Time) (Decision, bool) {
+func (g *Guard) remembered(rules []*rule, tags []string, gens []uint64, s Subject, maybe bool, now time.Time) (Decision, bool) {
 	if g.cache == nil {
 		return Decision{}, false
 	}
@@ -127,6 +128,7 @@ func (g *Guard) remembered(rules []*rule, tags []string, s Subject, maybe bool, 
 			continue
 		}
 		k := g.cacheKey(rules, tags, i, s)
+		gens[i] = g.cache.genOf(k) // before the store is asked
 		if e, res, ok := g.cache.get(k, now); ok {
 			return g.cached(rules, i, k, e, res, now), true
 		}
@@ -365,15 +367,15 @@ func (a *attempt) learn(d *Decision) {
 			}
 		}
 	}
-	// a denial the store answered while a refund, release or unblock
-	// was dropped from the cache may be what the drop ended: not cached
-	if !d.Allowed && d.StoreError == nil && g.cache != nil && a.n == 1 && g.cache.drops() == a.gen {
+	if !d.Allowed && d.StoreError == nil && g.cache != nil && a.n == 1 {
 		for i, r := range a.rules {
 			if a.maybe && (r.filtersDevice || r.keyedDevice) {
 				continue // the device decides which of its states applies
 			}
 			if res := d.Rules[i]; !res.Allowed && !res.Skipped && !res.Cached && r.cacheable() && !res.Locked && res.RetryAfter > 0 {
-				g.cache.put(g.cacheKey(a.rules, a.tags, i, a.subject), res, a.now)
+				// not if a refund, release or unblock of its state was
+				// dropped meanwhile: the denial may be what it ended
+				g.cache.put(g.cacheKey(a.rules, a.tags, i, a.subject), res, a.now, a.gens[i])
 			}
 		}
 	}

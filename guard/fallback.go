@@ -41,6 +41,9 @@ func (g *Guard) cached(rules []*rule, i int, k denyKey, e *denial, res Result, n
 		d.Rules[j] = Result{Rule: r.Name, Mode: r.Mode, Allowed: true, Limit: r.Limit, Window: r.Window, Skipped: true}
 	}
 	d.Rules[i] = res
+	if len(rules) > maxSharedRules {
+		return d
+	}
 	// of its two slots, one that another entry's recent answers do not
 	// hold (two hot entries rarely meet in both)
 	slot := slots[0]
@@ -50,6 +53,10 @@ func (g *Guard) cached(rules []*rule, i int, k denyKey, e *denial, res Result, n
 	slot.Store(&sharedRules{e: e, first: &rules[0], at: now, rules: d.Rules})
 	return d
 }
+
+// maxSharedRules bounds the lists whose Rules are shared, and so the
+// memory the slots hold: at most sharedSlots × 16 Results (12 MiB).
+const maxSharedRules = 16
 
 // sharedRulesFor bounds how long a cached denial's Rules are shared: the
 // denying rule's RetryAfter and ResetAfter in them are at most that much

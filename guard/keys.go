@@ -18,6 +18,9 @@ import (
 func (g *Guard) match(req Request, maybe bool) []*rule {
 	all := g.byAction[req.Action]
 	if len(all) > 64 {
+		if !slices.ContainsFunc(all, func(r *rule) bool { return !g.applies(r, req, maybe) }) {
+			return all
+		}
 		return g.filter(all, req, maybe)
 	}
 	var in uint64 // the rules that apply, a bit each

@@ -24,9 +24,10 @@ type denyCache struct {
 	// read it from every core at once without a lock or a shared write.
 	m sync.Map
 	n atomic.Int64 // its entries (a few more while puts race)
-	// gen counts the drops: a denial observed while one was made is not
-	// put (it may be what the drop ended).
-	gen atomic.Uint64
+	// gens count the drops, in stripes by the state (rule and subject)
+	// they drop: a denial observed while its state's stripe moved is not
+	// kept (it may be what the drop ended).
+	gens [genStripes]atomic.Uint64
 	// room lets one put at a time drop entries when the cache is full.
 	room  sync.Mutex
 	scans int // the full scans room made (under room)
@@ -34,6 +35,31 @@ type denyCache struct {
 	// slots by the hash of their key: at most sharedSlots of them.
 	shared [sharedSlots]atomic.Pointer[sharedRules]
 	seed   maphash.Seed
+}
+
+// genStripes is the number of stripes of the drops' counts: a drop stops
+// the learning of the denials read meanwhile of one state in that many,
+// not of every state.
+const genStripes = 4096
+
+// stateKey names a rule's state for a subject: a denyKey without a
+// distinct rule's value.
+type stateKey struct {
+	id  string
+	tag tagKey
+}
+
+// stripe is the count of the drops of the state of (id, tag).
+func (c *denyCache) stripe(id string, tag tagKey) *atomic.Uint64 {
+	return &c.gens[maphash.Comparable(c.seed, stateKey{id, tag})%genStripes]
+}
+
+// genOf is the count of key's state's drops so far (0 for no cache).
+func (c *denyCache) genOf(key denyKey) uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.stripe(key.id, key.tag).Load()
 }
 
 // sharedSlots bounds the cached denials whose Rules are shared: an
@@ -86,14 +112,21 @@ func (c *denyCache) get(key denyKey, now time.Time) (*denial, Result, bool) {
 	return e, res, true
 }
 
-// put caches a denial observed at now.
-func (c *denyCache) put(key denyKey, res Result, now time.Time) {
+// put caches a denial observed at now, its state's drops then at gen
+// (genOf before the store was asked): if a drop of its state came since,
+// the denial may be what it ended, and is not kept.
+func (c *denyCache) put(key denyKey, res Result, now time.Time, gen uint64) {
 	e := &denial{res: res, until: now.Add(min(res.RetryAfter, c.ttl)), retry: now.Add(res.RetryAfter)}
 	if c.n.Load() >= c.size {
 		c.makeRoom(now)
 	}
 	if _, loaded := c.m.Swap(key, e); !loaded {
 		c.n.Add(1)
+	}
+	// a drop counts before it deletes: one that came before this check
+	// is seen here, one after it deletes e
+	if c.genOf(key) != gen {
+		c.remove(key, e)
 	}
 }
 
@@ -132,16 +165,8 @@ func (c *denyCache) remove(key, v any) {
 	}
 }
 
-// drops is the number of drops so far (0 for no cache).
-func (c *denyCache) drops() uint64 {
-	if c == nil {
-		return 0
-	}
-	return c.gen.Load()
-}
-
 func (c *denyCache) drop(key denyKey) {
-	c.gen.Add(1)
+	c.stripe(key.id, key.tag).Add(1)
 	if _, loaded := c.m.LoadAndDelete(key); loaded {
 		c.n.Add(-1)
 	}
@@ -151,7 +176,7 @@ func (c *denyCache) drop(key denyKey) {
 // value of a distinct rule's included: an unblock, rare enough to scan
 // for.
 func (c *denyCache) dropState(id string, tag tagKey) {
-	c.gen.Add(1)
+	c.stripe(id, tag).Add(1)
 	c.m.Range(func(k, v any) bool {
 		if dk := k.(denyKey); dk.id == id && dk.tag == tag {
 			c.remove(k, v)
@@ -161,7 +186,12 @@ func (c *denyCache) dropState(id string, tag tagKey) {
 }
 
 func (c *denyCache) clear() {
-	c.gen.Add(1)
+	for i := range c.gens {
+		c.gens[i].Add(1)
+	}
+	for i := range c.shared {
+		c.shared[i].Store(nil)
+	}
 	c.m.Range(func(k, v any) bool {
 		c.remove(k, v)
 		return true

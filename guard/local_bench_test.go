@@ -15,7 +15,7 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 	keys := make([]denyKey, 64)
 	for i := range keys {
 		keys[i] = denyKey{id: "rule", tag: tagKeyOf(strconv.Itoa(i))}
-		c.put(keys[i], Result{RetryAfter: 30 * time.Second, ResetAfter: 30 * time.Second}, now)
+		c.put(keys[i], Result{RetryAfter: 30 * time.Second, ResetAfter: 30 * time.Second}, now, 0)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -35,7 +35,7 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 func TestDenyCacheHitAllocatesNothing(t *testing.T) {
 	c := newDenyCache(time.Minute, 10)
 	now := time.Unix(1e9, 0)
-	c.put(denyKey{id: "k"}, Result{RetryAfter: time.Second, ResetAfter: time.Second}, now)
+	c.put(denyKey{id: "k"}, Result{RetryAfter: time.Second, ResetAfter: time.Second}, now, 0)
 	if n := testing.AllocsPerRun(100, func() {
 		if _, _, ok := c.get(denyKey{id: "k"}, now); !ok {
 			t.Fatal("miss")
@@ -67,7 +67,7 @@ func TestTheDenyCacheCountsItsEntries(t *testing.T) {
 				now := start.Add(time.Duration(i) * time.Millisecond)
 				switch i % 5 {
 				case 0, 1:
-					c.put(k, Result{RetryAfter: time.Duration(i%3+1) * time.Millisecond}, now)
+					c.put(k, Result{RetryAfter: time.Duration(i%3+1) * time.Millisecond}, now, c.genOf(k))
 				case 2:
 					c.get(k, now.Add(time.Second)) // ended: dropped
 				case 3:
@@ -105,7 +105,7 @@ func TestAFullDenyCacheMakesRoomInBatches(t *testing.T) {
 	c := newDenyCache(time.Minute, size)
 	now := time.Unix(1e9, 0)
 	for i := range size + 1000 {
-		c.put(denyKey{id: "r", tag: tagKeyOf(strconv.Itoa(i))}, Result{RetryAfter: time.Hour}, now)
+		c.put(denyKey{id: "r", tag: tagKeyOf(strconv.Itoa(i))}, Result{RetryAfter: time.Hour}, now, 0)
 	}
 	if c.scans > 1000/(size/16)+1 {
 		t.Errorf("1000 puts on a full cache scanned it %d times", c.scans)
@@ -115,5 +115,44 @@ func TestAFullDenyCacheMakesRoomInBatches(t *testing.T) {
 	}
 	if _, _, ok := c.get(denyKey{id: "r", tag: tagKeyOf(strconv.Itoa(size + 999))}, now); !ok {
 		t.Error("the newest denial was dropped")
+	}
+}
+
+// TestADropOfAStateStopsTheLearningOfItsDenialsOnly: a denial read before
+// a drop of its state is not kept, even when the drop comes between the
+// learner's check and its put; a drop of another state (another stripe)
+// does not stop it; ForgetAll stops every one and empties the shared
+// Rules' slots.
+func TestADropOfAStateStopsTheLearningOfItsDenialsOnly(t *testing.T) {
+	c := newDenyCache(time.Minute, 100)
+	now := time.Unix(1e9, 0)
+	res := Result{RetryAfter: time.Hour}
+	a := denyKey{id: "r", tag: tagKeyOf("a")}
+	b := a
+	for i := 0; i < 100 && c.stripe(b.id, b.tag) == c.stripe(a.id, a.tag); i++ {
+		b.tag = tagKeyOf("b" + strconv.Itoa(i))
+	}
+	g0 := c.genOf(a)
+	c.drop(a) // after the read, before the put
+	c.put(a, res, now, g0)
+	if _, _, ok := c.get(a, now); ok {
+		t.Error("a denial read before its state's drop was kept")
+	}
+	g0 = c.genOf(a)
+	c.drop(b)
+	c.dropState(b.id, b.tag)
+	c.put(a, res, now, g0)
+	if _, _, ok := c.get(a, now); !ok {
+		t.Error("another state's drop stopped the learning of this one")
+	}
+	c.shared[7].Store(&sharedRules{})
+	g0 = c.genOf(b)
+	c.clear()
+	c.put(b, res, now, g0)
+	if _, _, ok := c.get(b, now); ok {
+		t.Error("a denial read before a ForgetAll was kept")
+	}
+	if c.shared[7].Load() != nil {
+		t.Error("ForgetAll left the shared Rules")
 	}
 }

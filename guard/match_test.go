@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/guard/memstore"
 	"github.com/otpguard/otpguard/guard/store"
 )
 
@@ -87,4 +88,65 @@ func (g *Guard) listKept(req Request) bool {
 	}
 	_, ok := g.lists.Load(listKey{req.Action, in})
 	return ok
+}
+
+// TestAnActionOfManyRulesKeepsItsList: an action of more than 64 rules,
+// whose lists match does not keep, still gets its own list when every
+// rule applies (no list built per request); and a cached denial of a
+// list of more than 16 rules does not share its Rules (what the shared
+// slots hold is bounded): each answer has its own.
+func TestAnActionOfManyRulesKeepsItsList(t *testing.T) {
+	c := Config{StoreTimeout: time.Second, DenyCacheTTL: time.Minute, DenyCacheSize: 10, IPv6Prefix: 64, DeviceTTL: time.Hour}
+	for i := range 65 {
+		c.Rules = append(c.Rules, Rule{Name: fmt.Sprint("r", i), Action: "a", Key: []string{"account"}, Limit: int64(1 + i), Window: time.Hour,
+			Algorithm: store.FixedWindow, Count: CountRequests, Mode: ModeEnforce, OnStoreError: "deny"})
+	}
+	now := time.Unix(1e9, 0)
+	g, err := New(c, memstore.New(func() time.Time { return now }), Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Action: "a", Subject: Subject{Account: "ann"}}
+	if got := g.match(req, false); len(got) != 65 || &got[0] != &g.byAction["a"][0] {
+		t.Errorf("65 rules that all apply: a list of %d built anew", len(got))
+	}
+	ctx := t.Context()
+	g.Allow(ctx, req)
+	g.Allow(ctx, req) // denied by r0, remembered
+	d1, _ := g.Allow(ctx, req)
+	d2, _ := g.Allow(ctx, req)
+	if !d1.Rules[0].Cached || !d2.Rules[0].Cached {
+		t.Fatalf("not answered from the cache: %+v", d1.Rules[0])
+	}
+	if &d1.Rules[0] == &d2.Rules[0] {
+		t.Error("the Rules of 65 rules were shared")
+	}
+}
+
+// TestASuccessLeavesTheDenyCacheAlone: a login's success resets its
+// failure counts (an unblock of those rules' states), which the deny
+// cache never holds: it drops nothing and scans nothing, and stops the
+// learning of no state.
+func TestASuccessLeavesTheDenyCacheAlone(t *testing.T) {
+	c := Config{StoreTimeout: time.Second, DenyCacheTTL: time.Minute, DenyCacheSize: 10, IPv6Prefix: 64, DeviceTTL: time.Hour}
+	c.Rules = append(c.Rules, Rule{Name: "fails", Action: "login", Key: []string{"account"}, Limit: 5, Window: time.Hour,
+		Algorithm: store.FixedWindow, Count: CountFailures, ResetOnSuccess: true, Mode: ModeEnforce, OnStoreError: "deny"})
+	now := time.Unix(1e9, 0)
+	g, err := New(c, memstore.New(func() time.Time { return now }), Options{Secret: []byte("0123456789abcdef"), Backstop: nopStore{}, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Action: "login", Subject: Subject{Account: "ann"}}
+	d, err := g.Allow(t.Context(), req)
+	if err != nil || !d.Allowed {
+		t.Fatal(err, d)
+	}
+	k := denyKey{id: g.all[0].spec.ID, tag: tagKeyOf(d.Rules[0].tag)}
+	before := g.cache.genOf(k)
+	if _, err := g.Settle(t.Context(), req, d, Success); err != nil {
+		t.Fatal(err)
+	}
+	if after := g.cache.genOf(k); after != before {
+		t.Errorf("a success counted %d drops of a state the cache never holds", after-before)
+	}
 }

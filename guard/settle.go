@@ -283,8 +283,14 @@ func (g *Guard) forget(rules []*rule, ops []store.Op) {
 				g.cache.drop(denyKey{id: op.Spec.ID, tag: tagKeyOf(op.Tag)})
 			}
 		case store.Unblock:
-			if g.cache != nil {
-				g.cache.dropState(op.Spec.ID, tagKeyOf(op.Tag))
+			switch {
+			case g.cache == nil || !rules[i].cacheable():
+				// nothing of it is cached (a login's success resets
+				// failure counts: no scan of the cache)
+			case rules[i].Algorithm == store.Distinct:
+				g.cache.dropState(op.Spec.ID, tagKeyOf(op.Tag)) // every value
+			default:
+				g.cache.drop(denyKey{id: op.Spec.ID, tag: tagKeyOf(op.Tag)})
 			}
 			g.leases.drop(key)
 		}
