@@ -263,9 +263,11 @@ A.fw = {
 
 -- A take of a fixed window on its own key runs take-first: INCRBY, then
 -- the TTL (PEXPIRE when the key is new), two commands where check then
--- commit needs three (PTTL, GET, INCRBY). A take that goes over, or that
--- a later rule's denial makes moot, is given back in the same call
--- (A.fw.undo), so nothing outside the call ever sees it.
+-- commit needs three (PTTL, GET, INCRBY); where the value holds the end
+-- ('fe', fe_split), INCRBY alone (SET with the end when the key is new).
+-- A take that goes over, or that a later rule's denial makes moot, is
+-- given back in the same call (A.fw.undo), so nothing outside the call
+-- ever sees it.
 local function fw_take(op, cost)
   -- (a number argument is formatted on every call: one unit is passed as
   -- a string, and the window's milliseconds are formatted once, with the
