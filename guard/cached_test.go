@@ -153,14 +153,8 @@ func TestADenialInFlightDuringADropIsNotCached(t *testing.T) {
 		now := time.Unix(1e9, 0)
 		clock := func() time.Time { return now }
 		h := &held{Store: memstore.New(clock), answered: make(chan struct{}), release: make(chan struct{})}
-		g := newGuard(t, "store: {denyCache: {ttl: 1m, size: 10}}\nrules:\n  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n",
-			h, guard.Options{Secret: []byte(secret), Clock: clock})
+		g, req, first := allowedOnce(t, h, clock)
 		ctx := context.Background()
-		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
-		first, _ := g.Allow(ctx, req)
-		if !first.Allowed {
-			t.Fatal("the first is denied")
-		}
 		h.arm.Store(true)
 		done := make(chan guard.Decision)
 		go func() {
@@ -168,15 +162,8 @@ func TestADenialInFlightDuringADropIsNotCached(t *testing.T) {
 			done <- d
 		}()
 		<-h.answered // the store denied; the decision is not learnt yet
-		switch how {
-		case "unblock":
-			if _, err := g.Unblock(ctx, "account", req.Subject); err != nil {
-				t.Fatal(err)
-			}
-		case "void":
-			if _, err := g.Settle(ctx, req, first, guard.Void); err != nil {
-				t.Fatal(err)
-			}
+		if err := change(ctx, g, how, req, first); err != nil {
+			t.Fatal(err)
 		}
 		close(h.release)
 		if d := <-done; d.Allowed {
@@ -215,26 +202,11 @@ func TestADenialReadBeforeAnUnblockLandsIsNotKept(t *testing.T) {
 		now := time.Unix(1e9, 0)
 		clock := func() time.Time { return now }
 		s := &slowChange{Store: memstore.New(clock), waiting: make(chan struct{}), release: make(chan struct{})}
-		g := newGuard(t, "store: {denyCache: {ttl: 1m, size: 10}}\nrules:\n  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n",
-			s, guard.Options{Secret: []byte(secret), Clock: clock})
+		g, req, first := allowedOnce(t, s, clock)
 		ctx := context.Background()
-		req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
-		first, _ := g.Allow(ctx, req)
-		if !first.Allowed {
-			t.Fatal("the first is denied")
-		}
 		s.arm.Store(true)
 		done := make(chan error)
-		go func() {
-			var err error
-			switch how {
-			case "unblock":
-				_, err = g.Unblock(ctx, "account", req.Subject)
-			case "void":
-				_, err = g.Settle(ctx, req, first, guard.Void)
-			}
-			done <- err
-		}()
+		go func() { done <- change(ctx, g, how, req, first) }()
 		select {
 		case <-s.waiting: // the change is on its way
 		case err := <-done:
@@ -253,4 +225,31 @@ func TestADenialReadBeforeAnUnblockLandsIsNotKept(t *testing.T) {
 			t.Errorf("%s: the next request after the change: %+v, want allowed by the store", how, d.Rules[0])
 		}
 	}
+}
+
+// allowedOnce is a guard on st with one rule (ann's account, limit 1, its
+// denials cached for a minute) and ann's first request, allowed.
+func allowedOnce(t *testing.T, st store.Store, clock func() time.Time) (*guard.Guard, guard.Request, guard.Decision) {
+	t.Helper()
+	g := newGuard(t, "store: {denyCache: {ttl: 1m, size: 10}}\nrules:\n  - {name: r, action: login, key: [account], limit: 1, window: 1h, onStoreError: deny}\n",
+		st, guard.Options{Secret: []byte(secret), Clock: clock})
+	req := guard.Request{Action: "login", Subject: guard.Subject{Account: "ann"}}
+	first, err := g.Allow(context.Background(), req)
+	if err != nil || !first.Allowed {
+		t.Fatalf("the first is denied: %v", err)
+	}
+	return g, req, first
+}
+
+// change ends what req's first decision took, through g: an unblock of
+// its account, or the decision settled as void (a refund).
+func change(ctx context.Context, g *guard.Guard, how string, req guard.Request, first guard.Decision) error {
+	var err error
+	switch how {
+	case "unblock":
+		_, err = g.Unblock(ctx, "account", req.Subject)
+	case "void":
+		_, err = g.Settle(ctx, req, first, guard.Void)
+	}
+	return err
 }
