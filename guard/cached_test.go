@@ -172,6 +172,13 @@ func TestADenialInFlightDuringADropIsNotCached(t *testing.T) {
 		if d, _ := g.Allow(ctx, req); !d.Allowed || d.Rules[0].Cached {
 			t.Errorf("%s: the next request after it: %+v, want allowed by the store", how, d.Rules[0])
 		}
+		// and the cache learns this state's denials again
+		if d, _ := g.Allow(ctx, req); d.Allowed || d.Rules[0].Cached {
+			t.Fatalf("%s: the limit's next request: %+v, want denied by the store", how, d.Rules[0])
+		}
+		if d, _ := g.Allow(ctx, req); d.Allowed || !d.Rules[0].Cached {
+			t.Errorf("%s: after the change, a denial is no longer cached: %+v", how, d.Rules[0])
+		}
 	}
 }
 
