@@ -1,8 +1,9 @@
 //go:build !race
 
 // The race detector changes what escapes and what sync.Pool keeps, so
-// allocation counts mean something only without it: make test runs with
-// -race and leaves this file out; go test ./guard runs it.
+// allocation counts mean something only without it: make test runs the
+// product with -race, which leaves this file out, then this package again
+// without it (its step "allocs").
 
 package guard_test
 
