@@ -196,10 +196,10 @@ func (s *Server) stepUp(ctx context.Context, w http.ResponseWriter, rec *record,
 func (s *Server) sendStepUp(ctx context.Context, dest guard.Destination, d guard.Decision, account, presented string, res authn.LoginResult) (string, error) {
 	session := newSession()
 	key, purpose := s.sessionKey(session)
-	code, _, err := s.Codes.Issue(ctx, dest, purpose, "") // its message has no slot: it supersedes nothing
+	issued, err := s.Codes.Issue(ctx, dest, purpose, "") // its message has no slot: it supersedes nothing
 	var msg message.Message
 	if err == nil {
-		msg, err = s.message(dest, "login", "", code)
+		msg, err = s.message(dest, "login", "", issued.Code)
 	}
 	var blob []byte
 	if err == nil {

@@ -267,11 +267,11 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 		s.Log.ErrorContext(ctx, "signup code", "err", err) // the code sent before stays
 		return
 	}
-	code, version, err := s.Codes.Issue(ctx, dest, "signup", "")
+	issued, err := s.Codes.Issue(ctx, dest, "signup", "")
 	var msg message.Message
 	if err == nil {
-		msg, err = s.message(dest, "signup", "", code)
-		msg.Slot, msg.Version = codeSlot(dest, "signup"), version
+		msg, err = s.message(dest, "signup", "", issued.Code)
+		numbered(&msg, dest, "signup", issued)
 	}
 	if err == nil {
 		err = s.Sender.Send(WithRoomChecked(ctx), msg) // room was asked for above

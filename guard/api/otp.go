@@ -75,18 +75,18 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	code, version, ok := s.issue(ctx, w, rec, req, dest, in.Purpose)
+	issued, ok := s.issue(ctx, w, rec, req, dest, in.Purpose)
 	if !ok {
 		return
 	}
-	msg, err := s.message(dest, in.Purpose, in.Locale, code)
+	msg, err := s.message(dest, in.Purpose, in.Locale, issued.Code)
 	if err != nil {
 		s.Log.ErrorContext(ctx, "render message", "err", err)
 		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, problem("internal_error", "the message could not be rendered"))
 		return
 	}
-	msg.Slot, msg.Version = codeSlot(dest, in.Purpose), version
+	numbered(&msg, dest, in.Purpose, issued)
 	msg.Receipt = s.Guard.VoidReceipt(rec.decision) // a queued message given up on gives the send back
 	// issue asked for room: Send does not ask again
 	if err := s.Sender.Send(WithRoomChecked(ctx), msg); err != nil {
@@ -98,25 +98,25 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	s.sendAnswer(ctx, w, dest)
 }
 
-// issue stores a new code for a send the rules allowed and returns it
-// with its number; false: the send was answered. A sender without room
-// refuses it before the code is replaced, so the owner's code stays.
-func (s *Server) issue(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, purpose string) (string, int64, bool) {
+// issue stores a new code for a send the rules allowed and returns it;
+// false: the send was answered. A sender without room refuses it before
+// the code is replaced, so the owner's code stays.
+func (s *Server) issue(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, purpose string) (otp.Issued, bool) {
 	if err := s.room(ctx, dest.Channel); err != nil {
 		s.sendFailed(ctx, w, rec, req, dest, err) // its units go back
-		return "", 0, false
+		return otp.Issued{}, false
 	}
 	// the send counts on the failure-counting send rules until the verify
 	// that approves this code settles its receipt
-	code, version, err := s.Codes.Issue(ctx, dest, purpose, s.Guard.Receipt(rec.decision))
+	issued, err := s.Codes.Issue(ctx, dest, purpose, s.Guard.Receipt(rec.decision))
 	if err != nil {
 		// Nothing was sent: the send's units go back to every rule.
 		s.Log.ErrorContext(ctx, "issue code", "err", err)
 		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, storeUnavailable())
-		return "", 0, false
+		return otp.Issued{}, false
 	}
-	return code, version, true
+	return issued, true
 }
 
 // room is the Sender's refusal of a message of ch for want of room (see
@@ -278,6 +278,13 @@ func (s *Server) message(dest guard.Destination, purpose, locale, code string) (
 		Channel: dest.Channel, To: dest.Address, Purpose: purpose, Locale: templates.Match(locale), Code: code,
 		Subject: content.Subject, Text: content.Text, HTML: content.HTML, TTL: s.Codes.TTL(),
 	}, nil
+}
+
+// numbered makes msg, the message of the code issued for (dest,
+// purpose), one of its slot: a newer send's message supersedes it while
+// it waits in a queue.
+func numbered(msg *message.Message, dest guard.Destination, purpose string, issued otp.Issued) {
+	msg.Slot, msg.Version, msg.CodeKey = codeSlot(dest, purpose), issued.Version, issued.Key
 }
 
 // codeSlot is the delivery queue's slot of a code the code store keeps

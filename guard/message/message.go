@@ -45,6 +45,13 @@ type Message struct {
 	// of a lower number, so of two sends at once the message delivered is
 	// the one whose code is kept. Not part of a queued job.
 	Version int64 `json:"-"`
+	// CodeKey is the code store's key of Code, when Version is its
+	// number (otp.Issued.Key): the store keeps the newest code's number
+	// beside it (redisstore.Codes: at CodeKey + "v"), so a queue within
+	// the process asks the store whether the message is still its slot's
+	// newest instead of keeping a ledger entry of its own. Not part of a
+	// queued job.
+	CodeKey string `json:"-"`
 	// TTL is the code's lifetime: a queued message not delivered within
 	// it is dropped. Zero: the queue's default.
 	TTL time.Duration

@@ -32,7 +32,8 @@ func TestACodeApprovesItsOwnPurposeAndAddressOnly(t *testing.T) {
 	ctx := context.Background()
 	ann := guard.Destination{Channel: message.Email, Address: "ann@example.com", Key: "ann@example.com"}
 	other := guard.Destination{Channel: message.Email, Address: "ann+x@example.com", Key: "ann@example.com"}
-	code, _, err := codes.Issue(ctx, ann, "login", "")
+	issued, err := codes.Issue(ctx, ann, "login", "")
+	code := issued.Code
 	if err != nil {
 		t.Fatal(err)
 	}

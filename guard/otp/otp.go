@@ -148,24 +148,34 @@ func (c *Codes) TTL() time.Duration { return c.ttl }
 // Length is the number of digits of a code.
 func (c *Codes) Length() int { return c.length }
 
+// Issued is a code just stored.
+type Issued struct {
+	// Code is the clear code, for its message.
+	Code string
+	// Version is its number among the codes of its (destination,
+	// purpose) (Store.Put's): the message carrying it is queued as
+	// message.Message.Version, so that of two sends at once the one
+	// delivered is the one whose code is kept.
+	Version int64
+	// Key is the store's key of the code (message.Message.CodeKey).
+	Key string
+}
+
 // Issue draws a new code for (d, purpose), stores its hash with receipt
-// (the send's, for the verify that approves it) and returns it, with its
-// number among the codes of (d, purpose) (Store.Put's: the message
-// carrying it is queued as message.Message.Version, so that of two sends
-// at once the one delivered is the one whose code is kept).
-func (c *Codes) Issue(ctx context.Context, d guard.Destination, purpose, receipt string) (string, int64, error) {
+// (the send's, for the verify that approves it) and returns it.
+func (c *Codes) Issue(ctx context.Context, d guard.Destination, purpose, receipt string) (Issued, error) {
 	code, err := Generate(c.length)
 	if err != nil {
-		return "", 0, err
+		return Issued{}, err
 	}
 	key, digest := c.keyDigest(d, purpose, code)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	version, err := c.store.Put(ctx, key, digest, c.ttl, receipt)
 	if err != nil {
-		return "", 0, fmt.Errorf("store code: %w", err)
+		return Issued{}, fmt.Errorf("store code: %w", err)
 	}
-	return code, version, nil
+	return Issued{Code: code, Version: version, Key: key}, nil
 }
 
 // Verify checks code for (d, purpose).

@@ -101,7 +101,8 @@ func exercise(t *testing.T, rdb redis.UniversalClient, conn *redisstore.Conn, lo
 		t.Fatal(err)
 	}
 	const receipt = "sms-per-prefix,AAAAAAAAAAAAAAAAAAAAAA,1893456000000000,1"
-	code, _, err := codes.Issue(ctx, req.Subject.Destination, "login", receipt)
+	issued, err := codes.Issue(ctx, req.Subject.Destination, "login", receipt)
+	code := issued.Code
 	if err != nil {
 		t.Fatalf("issue a code: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/otpguard/otpguard/guard/message"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
+	"github.com/otpguard/otpguard/internal/testonly/redistest"
 )
 
 // inbox is a provider that keeps what it is given.
@@ -269,6 +270,46 @@ func TestASendTheQueueHadRoomForIsQueued(t *testing.T) {
 		body, _ := json.Marshal(map[string]string{"to": m.To, "purpose": m.Purpose, "code": m.Code})
 		if w := h.post(ctx, "/v1/otp/verify", string(body), "198.51.100.2"); w.Code != 200 {
 			t.Fatalf("%s: the queued code: %d %s", path.url, w.Code, w.Body)
+		}
+	}
+}
+
+// TestASendQueuedInProcessTakesThreeExchanges: a send through the local
+// server's in-process queue takes three Redis exchanges (its decision,
+// its code, the delivery's claim) and none to queue its message: the
+// code store's number of the code says which message of the slot is the
+// newest. It took four while the queue wrote a ledger entry of its own.
+func TestASendQueuedInProcessTakesThreeExchanges(t *testing.T) {
+	box := &inbox{}
+	var n atomic.Int64
+	var local *queue.Local
+	h := &harness{app: startApp(t, app.Settings{Senders: func(h queue.Host) (message.Sender, error) {
+		h.Redis.AddHook(redistest.RoundTrips{N: &n})
+		q, l, err := queue.InProcess(h, box, 1, queue.Options{})
+		local = l
+		return q, err
+	}})}
+	t.Cleanup(local.Close)
+	ctx := context.Background()
+	for i, to := range []string{"ann@example.com", "bob@example.com", "ann@example.com"} {
+		before := n.Load()
+		send := `{"channel":"email","to":"` + to + `","purpose":"login"}`
+		if w := h.post(ctx, "/v1/otp/send", send, "198.51.100.1"); w.Code != 202 {
+			t.Fatalf("send %d: %d %s", i, w.Code, w.Body)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			box.mu.Lock()
+			delivered := len(box.sent)
+			box.mu.Unlock()
+			if d, _ := local.Depth(ctx); d == 0 && delivered == i+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("send %d was not delivered", i)
+			}
+		}
+		if got := n.Load() - before; got != 3 {
+			t.Errorf("send %d took %d Redis exchanges, want 3", i, got)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,9 +68,30 @@ var claimNames = [...]string{"claimed", "duplicate", "busy", "superseded", "expi
 
 func (c Claim) String() string { return claimNames[c] }
 
-func latestKey(key string) string   { return "og:{q" + key + "}l" }
-func versionKey(key string) string  { return "og:{q" + key + "}v" }
-func markKey(key, id string) string { return "og:{q" + key + "}m" + id }
+// A job's key is its slot's hashed name (or "n" and its id, a message
+// of no slot), whose keys the ledger keeps; or, for a job of this
+// process's queue whose code the code store numbered, the code's own key
+// (message.Message.CodeKey: "og:{…}…"): that job's id is its code's
+// number, and the newest is the number the code store keeps at the
+// code's key + "v", in the same slot. Nothing is written for it when it
+// is queued; its marks share that slot.
+func codeKeyed(key string) bool { return strings.HasPrefix(key, "og:{") }
+
+func latestKey(key string) string {
+	if codeKeyed(key) {
+		return key + "v"
+	}
+	return "og:{q" + key + "}l"
+}
+
+func versionKey(key string) string { return "og:{q" + key + "}v" }
+
+func markKey(key, id string) string {
+	if codeKeyed(key) {
+		return key + "m" + id
+	}
+	return "og:{q" + key + "}m" + id
+}
 
 // enqueueSource makes ARGV[1] the newest message (KEYS[1]) unless one of
 // a number at least ARGV[2] was (KEYS[2]), both for ARGV[3] ms.

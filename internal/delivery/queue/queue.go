@@ -12,7 +12,9 @@
 //     destination and purpose, a Cognito message's kind) wins: a resend
 //     makes every older message of it superseded, never delivered after
 //     it (the ledger's latest id, in Redis, asked again once the
-//     provider's turn has come);
+//     provider's turn has come; in the in-process queue, the number the
+//     code store keeps beside the code: nothing is written to queue a
+//     send's message there);
 //   - a message is sent once: a consumer claims it in Redis before
 //     sending and marks it done after, so a redelivered message sends
 //     nothing;
@@ -45,6 +47,7 @@ import (
 	"hash"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -208,6 +211,16 @@ func (q *Queue) Send(ctx context.Context, m message.Message) error {
 	// message half queued (its units given back while SQS holds it)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if jb, ok := q.backend.(JobBackend); ok && m.Version > 0 && m.CodeKey != "" {
+		// the code store's number says which message of the slot is the
+		// newest (see codeKeyed): no ledger entry to write
+		job := Job{ID: strconv.FormatInt(m.Version, 10), Key: m.CodeKey, Message: m,
+			Expires: time.UnixMicro(m.Version).Add(ttl).UnixMilli()}
+		if err := jb.PushJob(ctx, job); err != nil {
+			return fmt.Errorf("%w: queue: %w", message.ErrUnavailable, err)
+		}
+		return nil
+	}
 	job := Job{ID: newID(), Message: m}
 	job.Key = q.key(m, job.ID)
 	now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl, m.Version)
