@@ -72,6 +72,46 @@ func TestTheInProcessQueueAsksTheCodeStoreWhichMessageIsNewest(t *testing.T) {
 	})
 }
 
+// TestAConsumerReadsACodeKeyedMessage: an SQS consumer of this version
+// delivers a sealed message queued under its code's key and number, as
+// the in-process queue queues one (a later version may queue SQS's so):
+// the code store's number decides which is the newest, and a redelivery
+// of the message sent sends nothing.
+func TestAConsumerReadsACodeKeyedMessage(t *testing.T) {
+	each(t, func(t *testing.T, rdb redis.UniversalClient) {
+		r := newRig(t, rdb, queue.Options{})
+		ctx := context.Background()
+		codes := redisstore.NewCodes(rdb)
+		to := fmt.Sprint("+4479464", time.Now().UnixNano()%100000)
+		key := "og:{" + fmt.Sprint("sealed", time.Now().UnixNano()) + "}:otp"
+		body := func(code string) string {
+			v, err := codes.Put(ctx, key, "digest of "+code, time.Minute, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := job(to, code)
+			b, err := queue.SealJob(r.q, queue.Job{ID: fmt.Sprint(v), Key: key, Message: m, Expires: time.UnixMicro(v).Add(time.Minute).UnixMilli()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		earlier, later := body("111111"), body("222222")
+		if out, _ := r.d.Deliver(ctx, earlier, 1); out != queue.Superseded {
+			t.Fatalf("the earlier code's message: %s, want superseded", out)
+		}
+		if out, _ := r.d.Deliver(ctx, later, 1); out != queue.Delivered {
+			t.Fatalf("the kept code's message: %s", out)
+		}
+		if out, _ := r.d.Deliver(ctx, later, 2); out != queue.Duplicate {
+			t.Fatalf("its redelivery: %s, want a duplicate", out)
+		}
+		if r.sender.count() != 1 || r.sender.sent[0].Code != "222222" {
+			t.Fatalf("sent %+v", r.sender.sent)
+		}
+	})
+}
+
 // countingHook counts rdb's exchanges from now on: a command or a
 // pipeline each.
 func countingHook(rdb redis.UniversalClient) func() int64 {
