@@ -96,6 +96,7 @@ func exercise(t *testing.T, rdb redis.UniversalClient, conn *redisstore.Conn, lo
 		t.Fatalf("pacer: %v", err)
 	}
 	cfg := config.Default()
+	cfg.Store.Timeout = 10 * time.Second // not about latency: room for a loaded machine (50ms timed out beside a make test)
 	codes, err := otp.New(cfg, redisstore.NewCodes(conn), secret)
 	if err != nil {
 		t.Fatal(err)
