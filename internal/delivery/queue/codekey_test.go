@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/guard/message"
+	"github.com/otpguard/otpguard/guard/otp"
 	"github.com/otpguard/otpguard/guard/redisstore"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
@@ -19,7 +20,8 @@ import (
 // whose code the code store numbered (Version and CodeKey, as the API
 // sends one) is queued in process with nothing written to Redis, and the
 // code store's number decides: of two codes put for one slot, only the
-// message of the one kept is delivered, whichever is queued first. On a
+// message of the one kept is delivered, whichever is queued first; a
+// message whose code is gone (burned, expired) is not delivered. On a
 // cluster and on the Serverless double too: its claim's keys share the
 // code's slot, and the stack's cache user may write them.
 func TestTheInProcessQueueAsksTheCodeStoreWhichMessageIsNewest(t *testing.T) {
@@ -38,9 +40,9 @@ func TestTheInProcessQueueAsksTheCodeStoreWhichMessageIsNewest(t *testing.T) {
 		ctx := context.Background()
 		codes := redisstore.NewCodes(rdb)
 		to := fmt.Sprint("+4479463", time.Now().UnixNano()%100000)
-		key := "og:{" + fmt.Sprint("codekey", time.Now().UnixNano()) + "}:otp"
-		put := func(code string) message.Message {
-			v, err := codes.Put(ctx, key, "digest of "+code, time.Minute, "")
+		slot := func(name string) string { return "og:{" + fmt.Sprint(name, time.Now().UnixNano()) + "}:otp" }
+		put := func(key, code string, ttl time.Duration) message.Message {
+			v, err := codes.Put(ctx, key, "digest of "+code, ttl, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,9 +50,19 @@ func TestTheInProcessQueueAsksTheCodeStoreWhichMessageIsNewest(t *testing.T) {
 			m.Version, m.CodeKey = v, key
 			return m
 		}
-		earlier, later := put("111111"), put("222222")
+		key := slot("codekey")
+		earlier, later := put(key, "111111", time.Minute), put(key, "222222", time.Minute)
+		// a code gone from the store before its message's turn (burned by
+		// wrong attempts; expired by Redis's clock, its TTL shorter than
+		// the message's) is not sent, whatever its number says
+		burned := put(slot("burned"), "333333", time.Minute)
+		if v, err := codes.Check(ctx, burned.CodeKey, "a wrong digest", 1); err != nil || v.Check != otp.Burned {
+			t.Fatalf("burn the code: %+v %v", v, err)
+		}
+		expired := put(slot("expired"), "444444", 50*time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 		n := countingHook(rdb)
-		for _, m := range []message.Message{later, earlier} {
+		for _, m := range []message.Message{later, earlier, burned, expired} {
 			if err := q.Send(ctx, m); err != nil {
 				t.Fatal(err)
 			}
@@ -66,8 +78,8 @@ func TestTheInProcessQueueAsksTheCodeStoreWhichMessageIsNewest(t *testing.T) {
 		if sender.count() != 1 || sender.sent[0].Code != "222222" {
 			t.Fatalf("delivered %+v, want the kept code's message alone", sender.sent)
 		}
-		if got := n(); got != 2 {
-			t.Fatalf("two messages queued and claimed took %d Redis exchanges, want 2 (their claims)", got)
+		if got := n(); got != 4 {
+			t.Fatalf("four messages queued and claimed took %d Redis exchanges, want 4 (their claims)", got)
 		}
 	})
 }
@@ -107,6 +119,30 @@ func TestAConsumerReadsACodeKeyedMessage(t *testing.T) {
 			t.Fatalf("its redelivery: %s, want a duplicate", out)
 		}
 		if r.sender.count() != 1 || r.sender.sent[0].Code != "222222" {
+			t.Fatalf("sent %+v", r.sender.sent)
+		}
+		// a code burned while its message waited: the message's turn at the
+		// provider finds it ended (Current), and so does a claim
+		burned := body("333333")
+		l := queue.NewLedger(rdb, nil)
+		v, err := rdb.Get(ctx, key+"v").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		expires := time.Now().Add(time.Minute).UnixMilli()
+		if c, err := l.Current(ctx, key, v, expires); err != nil || c != queue.Claimed {
+			t.Fatalf("the newest code's message: %s %v, want current", c, err)
+		}
+		if b, err := codes.Check(ctx, key, "a wrong digest", 1); err != nil || b.Check != otp.Burned {
+			t.Fatalf("burn the code: %+v %v", b, err)
+		}
+		if c, err := l.Current(ctx, key, v, expires); err != nil || c != queue.ClaimExpired {
+			t.Fatalf("its code burned: %s %v, want expired", c, err)
+		}
+		if out, _ := r.d.Deliver(ctx, burned, 1); out != queue.Expired {
+			t.Fatalf("the burned code's message: %s, want expired", out)
+		}
+		if r.sender.count() != 1 {
 			t.Fatalf("sent %+v", r.sender.sent)
 		}
 	})

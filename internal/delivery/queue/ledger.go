@@ -125,17 +125,32 @@ func (l *Ledger) Enqueue(ctx context.Context, key, id string, ttl time.Duration,
 
 // claimScript: the mark first (a message sent or being sent is left
 // alone, unless the claim is this token's own: a claim whose reply was
-// lost, asked again), then whether it is still the newest; a claim is a
-// mark "s<token>" for lease ms.
+// lost, asked again), then whether it is still the newest, and, for a
+// job keyed by its code (KEYS[3]), whether the code can still be
+// verified: a code expired (by Redis's clock), burned by wrong attempts
+// or used is gone from the store, and its message is not sent; a claim
+// is a mark "s<token>" for lease ms.
 const claimSource = `
 local m = redis.call('GET', KEYS[2])
 if m == 'done' then return 'duplicate' end
 if m == 'dead' then return 'dead' end
 if m and m ~= 's' .. ARGV[2] then return 'busy' end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'superseded' end
+if KEYS[3] and not redis.call('HGET', KEYS[3], 'h') then return 'ended' end
 redis.call('SET', KEYS[2], 's' .. ARGV[2], 'PX', ARGV[3])
 return 'claimed'
 `
+
+// claimKeys are the keys of a claim of message id of key: the newest,
+// the mark, and for a job keyed by its code the code's own key (a hash
+// whose field h holds the code's digest while it can be verified: see
+// redisstore.Codes).
+func claimKeys(key, id string) []string {
+	if codeKeyed(key) {
+		return []string{latestKey(key), markKey(key, id), key}
+	}
+	return []string{latestKey(key), markKey(key, id)}
+}
 
 // Claim asks to send message id of key, whose code ends at expires (Unix
 // ms), under token (a new one when empty). When Claimed (or ClaimExpired:
@@ -151,7 +166,7 @@ func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease
 	}
 	p := l.rdb.Pipeline()
 	now := p.Time(ctx)
-	res := p.Eval(ctx, claimSource, []string{latestKey(key), markKey(key, id)}, id, token, lease.Milliseconds())
+	res := p.Eval(ctx, claimSource, claimKeys(key, id), id, token, lease.Milliseconds())
 	if err = l.send(ctx, p, now, res); err != nil {
 		return 0, "", err
 	}
@@ -163,6 +178,8 @@ func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease
 		return ClaimDead, "", nil
 	case answer == "busy":
 		return ClaimBusy, "", nil
+	case answer == "ended":
+		return ClaimExpired, "", nil // its code is gone: not claimed
 	case now.Val().UnixMilli() >= expires && answer == "claimed":
 		return ClaimExpired, token, nil // held: the deliverer settles it
 	case now.Val().UnixMilli() >= expires:
@@ -214,11 +231,17 @@ func (l *Ledger) Retire(ctx context.Context, key, id string) (bool, error) {
 func (l *Ledger) Current(ctx context.Context, key, id string, expires int64) (Claim, error) {
 	p := l.rdb.Pipeline()
 	now, latest := p.Time(ctx), p.Get(ctx, latestKey(key))
-	if err := l.send(ctx, p, now, latest); err != nil && !errors.Is(err, redis.Nil) {
+	cmds := []redis.Cmder{now, latest}
+	var code *redis.StringCmd // a job keyed by its code: whether the code can still be verified (see claimSource)
+	if codeKeyed(key) {
+		code = p.HGet(ctx, key, "h")
+		cmds = append(cmds, code)
+	}
+	if err := l.send(ctx, p, cmds...); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, err
 	}
 	switch {
-	case now.Val().UnixMilli() >= expires:
+	case now.Val().UnixMilli() >= expires, code != nil && code.Val() == "":
 		return ClaimExpired, nil
 	case latest.Val() != id:
 		return ClaimSuperseded, nil
