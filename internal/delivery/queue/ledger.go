@@ -128,16 +128,18 @@ func (l *Ledger) Enqueue(ctx context.Context, key, id string, ttl time.Duration,
 // lost, asked again), then whether it is still the newest, and, for a
 // job keyed by its code (KEYS[3]), whether the code can still be
 // verified: a code expired (by Redis's clock), burned by wrong attempts
-// or used is gone from the store, and its message is not sent; a claim
-// is a mark "s<token>" for lease ms.
+// or used is gone from the store, and its message is claimed never to be
+// sent (as one whose code ended by the time: the holder settles it, and
+// gives a failed send back once); a claim is a mark "s<token>" for lease
+// ms.
 const claimSource = `
 local m = redis.call('GET', KEYS[2])
 if m == 'done' then return 'duplicate' end
 if m == 'dead' then return 'dead' end
 if m and m ~= 's' .. ARGV[2] then return 'busy' end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 'superseded' end
-if KEYS[3] and not redis.call('HGET', KEYS[3], 'h') then return 'ended' end
 redis.call('SET', KEYS[2], 's' .. ARGV[2], 'PX', ARGV[3])
+if KEYS[3] and not redis.call('HGET', KEYS[3], 'h') then return 'ended' end
 return 'claimed'
 `
 
@@ -179,7 +181,7 @@ func (l *Ledger) Claim(ctx context.Context, key, id string, expires int64, lease
 	case answer == "busy":
 		return ClaimBusy, "", nil
 	case answer == "ended":
-		return ClaimExpired, "", nil // its code is gone: not claimed
+		return ClaimExpired, token, nil // its code is gone; held: the deliverer settles it
 	case now.Val().UnixMilli() >= expires && answer == "claimed":
 		return ClaimExpired, token, nil // held: the deliverer settles it
 	case now.Val().UnixMilli() >= expires:
