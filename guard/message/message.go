@@ -47,10 +47,11 @@ type Message struct {
 	Version int64 `json:"-"`
 	// CodeKey is the code store's key of Code, when Version is its
 	// number (otp.Issued.Key): the store keeps the newest code's number
-	// beside it (redisstore.Codes: at CodeKey + "v"), so a queue within
+	// beside it (redisstore.Codes: at CodeKey + "v", and the code's digest
+	// in the hash's field h while it can be verified), so a queue within
 	// the process asks the store whether the message is still its slot's
-	// newest instead of keeping a ledger entry of its own. Not part of a
-	// queued job.
+	// newest, and its code alive, instead of keeping a ledger entry of its
+	// own. Not part of a queued job.
 	CodeKey string `json:"-"`
 	// TTL is the code's lifetime: a queued message not delivered within
 	// it is dropped. Zero: the queue's default.
