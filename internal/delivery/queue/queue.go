@@ -211,23 +211,21 @@ func (q *Queue) Send(ctx context.Context, m message.Message) error {
 	// message half queued (its units given back while SQS holds it)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if jb, ok := q.backend.(JobBackend); ok && m.Version > 0 && m.CodeKey != "" {
+	var job Job
+	if _, inProcess := q.backend.(JobBackend); inProcess && m.Version > 0 && m.CodeKey != "" {
 		// the code store's number says which message of the slot is the
 		// newest (see codeKeyed): no ledger entry to write
-		job := Job{ID: strconv.FormatInt(m.Version, 10), Key: m.CodeKey, Message: m,
+		job = Job{ID: strconv.FormatInt(m.Version, 10), Key: m.CodeKey, Message: m,
 			Expires: time.UnixMicro(m.Version).Add(ttl).UnixMilli()}
-		if err := jb.PushJob(ctx, job); err != nil {
+	} else {
+		job = Job{ID: newID(), Message: m}
+		job.Key = q.key(m, job.ID)
+		now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl, m.Version)
+		if err != nil {
 			return fmt.Errorf("%w: queue: %w", message.ErrUnavailable, err)
 		}
-		return nil
+		job.Expires = now.Add(ttl).UnixMilli()
 	}
-	job := Job{ID: newID(), Message: m}
-	job.Key = q.key(m, job.ID)
-	now, err := q.ledger.Enqueue(ctx, job.Key, job.ID, ttl, m.Version)
-	if err != nil {
-		return fmt.Errorf("%w: queue: %w", message.ErrUnavailable, err)
-	}
-	job.Expires = now.Add(ttl).UnixMilli()
 	if err := q.push(ctx, job); err != nil {
 		return fmt.Errorf("%w: queue: %w", message.ErrUnavailable, err)
 	}
