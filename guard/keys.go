@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"hash"
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -41,7 +42,12 @@ func (g *Guard) match(req Request, maybe bool) []*rule {
 	if l, ok := g.lists.Load(k); ok {
 		return l.([]*rule)
 	}
-	out := g.filter(all, req, maybe)
+	out := make([]*rule, 0, bits.OnesCount64(in))
+	for i, r := range all {
+		if in&(1<<i) != 0 {
+			out = append(out, r)
+		}
+	}
 	if g.listsKept.Add(1) <= maxLists {
 		if l, loaded := g.lists.LoadOrStore(k, out); loaded {
 			return l.([]*rule)
