@@ -23,8 +23,13 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"flag"
 	"fmt"
+	"hash"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -284,6 +289,56 @@ for i = 1, 3 do
 end
 return 1`
 
+// contractLua is the contract's floor: what any decision of these 3 rules
+// that answers as docs/contract.md asks must do in Redis, and nothing
+// more. It reads Redis's clock (TIME: a window's time is Redis's, not a
+// client's), takes the three counters as the floor does, and answers
+// the decision as the library's batch does: 20 integers (allowed, the
+// time, and each rule's allowed, remaining, reset, retry-after, lockout
+// and take), packed into one string.
+const contractLua = `
+local t = redis.call('TIME')
+local o = {1, tonumber(t[1]) * 1000000 + tonumber(t[2])}
+for i = 1, 3 do
+  local n = redis.call('INCRBY', KEYS[i], '1')
+  if n == 1 then redis.call('PEXPIRE', KEYS[i], 3600000) end
+  local j = 2 + 6 * (i - 1)
+  o[j + 1], o[j + 2], o[j + 3], o[j + 4], o[j + 5], o[j + 6] = 1, 1000000000 - n, 3600000000, 0, 0, 1
+end
+return struct.pack('>llllllllllllllllllll', unpack(o, 1, 20))`
+
+// contract runs contractLua with the client's share of the same floor:
+// the identifiers keyed-hashed into the keys (no clear identifier in a
+// Redis key), and the answer unpacked.
+func contract(rdb *redis.Client, pick func(int) int) decider {
+	s := redis.NewScript(contractLua)
+	macs := sync.Pool{New: func() any { return hmac.New(sha256.New, []byte("bench-secret-0123456789")) }}
+	tag := func(prefix, id string) string {
+		m := macs.Get().(hash.Hash)
+		defer macs.Put(m)
+		m.Reset()
+		m.Write([]byte(id))
+		var sum [sha256.Size]byte
+		return prefix + base64.RawURLEncoding.EncodeToString(m.Sum(sum[:0])[:16])
+	}
+	return func(ctx context.Context, i int) (bool, error) {
+		n := pick(i)
+		keys := []string{tag("c:d:", fmt.Sprintf("user%d@example.com", n)), tag("c:i:", fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255)), "c:g"}
+		v, err := s.Run(ctx, rdb, keys).Text()
+		if err != nil {
+			return false, err
+		}
+		if len(v) != 160 {
+			return false, fmt.Errorf("contract floor: an answer of %d bytes", len(v))
+		}
+		var out [20]int64
+		for j := range out {
+			out[j] = int64(binary.BigEndian.Uint64([]byte(v[8*j:])))
+		}
+		return out[0] == 1 && out[2] == 1 && out[8] == 1 && out[14] == 1, nil
+	}
+}
+
 func raw(rdb *redis.Client, pick func(int) int) decider {
 	s := redis.NewScript(rawLua)
 	return func(ctx context.Context, i int) (bool, error) {
@@ -416,6 +471,7 @@ rules:
 		{"ulule/limiter ×3", u},
 		{"throttled ×3", th},
 		{"raw Lua (floor)", raw(lc, ident)},
+		{"contract floor", contract(lc, ident)},
 	}, []int{1, 32, 128}, "redis_rate ×3")
 }
 
