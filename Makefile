@@ -39,7 +39,7 @@ test: redis-server cognito-local esdk-node chromium
 	step vet $(MAKE) --no-print-directory vet; \
 	step staticcheck $(MAKE) --no-print-directory lint; \
 	step product $(GO) test -race -count=1 -timeout 30m ./...; \
-	step allocs $(GO) test -count=1 -timeout 5m ./guard/; \
+	step allocs bash -c '$(GO) test -count=1 -timeout 5m ./guard/ && $(GO) test -count=1 -timeout 5m -run Allocat ./guard/redisstore/'; \
 	step tests bash -c 'cd tests && $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /faults)'; \
 	step faults bash -c "cd tests && $(GO) test -race -count=1 -timeout 30m -v ./faults 2>&1 | grep -v -e '^=== ' -e '^    --- PASS'; exit \$${PIPESTATUS[0]}"; \
 	step phonenumbers third_party/phonenumbers/upstream-tests.sh; \

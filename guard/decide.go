@@ -106,7 +106,9 @@ type attempt struct {
 	tags    []string // per rule, filled as needed (see tag)
 	d       Decision
 	ops     []store.Op
-	at      []int    // the rule of each op (-1: the device check)
+	at      []int       // the rule of each op (-1: the device check)
+	opBuf   [8]store.Op // ops and at of up to 7 rules and a device check: no allocation
+	atBuf   [8]int
 	local   []int    // the rules paid from this process's lease
 	refills []string // the leases this attempt refills from the store
 	res     []store.OpResult
@@ -167,7 +169,7 @@ func (a *attempt) tag(i int) string { return a.g.tag(a.rules, a.tags, i, a.subje
 func (a *attempt) plan() error {
 	g := a.g
 	a.d = Decision{Allowed: true, Rules: make([]Result, len(a.rules)), Device: DeviceUntrusted}
-	a.ops, a.at = make([]store.Op, 0, len(a.rules)+1), make([]int, 0, len(a.rules)+1)
+	a.ops, a.at = a.opBuf[:0], a.atBuf[:0] // (past 8 ops, append allocates)
 	if a.maybe {
 		a.d.Device = ""
 		a.applied = make([]bool, len(a.rules))

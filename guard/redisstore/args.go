@@ -170,23 +170,36 @@ func init() {
 	}
 }
 
-// appendOp adds op's keys and arguments to a call: its SPEC alone in a
-// batch of plain takes (plain).
-func (statics *statics) appendOp(keys []string, args []any, op *store.Op, plain bool) ([]string, []any) {
-	st := statics.of(op.Spec)
-	key := stateKey(op)
-	keys = append(keys, key+st.suffix)
+// keysOf is the number of keys op names: its state's, and its lockout's
+// when it has one of its own.
+func keysOf(op *store.Op) int {
 	if op.Spec.Lockout != nil && !op.Spec.Packed {
-		keys = append(keys, key+":l") // (its name whatever the count's layout: a lockout in force stays)
+		return 2
 	}
+	return 1
+}
+
+// appendKeys adds op's keys (keysOf) to a call's argv; st is its spec's.
+func appendKeys(argv []any, op *store.Op, st *static) []any {
+	key := stateKey(op)
+	argv = append(argv, key+st.suffix)
+	if op.Spec.Lockout != nil && !op.Spec.Packed {
+		argv = append(argv, key+":l") // (its name whatever the count's layout: a lockout in force stays)
+	}
+	return argv
+}
+
+// appendArgs adds op's arguments to a call's argv: its SPEC alone in a
+// batch of plain takes (plain).
+func appendArgs(argv []any, op *store.Op, st *static, plain bool) []any {
 	if plain {
-		return keys, append(args, st.spec)
+		return append(argv, st.spec)
 	}
 	if kind, ok := short(op); ok {
-		return keys, append(args, st.spec, kind)
+		return append(argv, st.spec, kind)
 	}
 	dyn := string(op.Kind) + condLetter[op.Cond] + "|" + strconv.FormatInt(op.Cost, 10) + "|" + strconv.FormatInt(op.Extra, 10) + "|" + op.Member + "|" + strconv.FormatInt(atArg(op), 10)
-	return keys, append(args, st.spec, dyn)
+	return append(argv, st.spec, dyn)
 }
 
 // atArg is an op's AT: the time it names (µs), or for a reservation the

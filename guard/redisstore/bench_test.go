@@ -128,7 +128,7 @@ func benchRules(limit string) string {
 
 // benchRequests are n requests of the bench action, each from its own
 // address <prefix><i>@example.com and IP in 10.<net>.0.0/16.
-func benchRequests(b *testing.B, prefix string, net, n int) []guard.Request {
+func benchRequests(b testing.TB, prefix string, net, n int) []guard.Request {
 	reqs := make([]guard.Request, n)
 	for i := range reqs {
 		reqs[i] = request(b, fmt.Sprintf("%s%d@example.com", prefix, i), fmt.Sprintf("10.%d.%d.%d", net, i/256, i%256))

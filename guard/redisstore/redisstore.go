@@ -97,12 +97,28 @@ func (s *Store) Clock() (passed bool, bound time.Duration) {
 	return k.passed.Load(), k.bound()
 }
 
-// group is the ops of one hash tag and their places in the batch.
+// group is the ops of one hash tag, their places in the batch, and their
+// call.
 type group struct {
 	idx  []int
-	keys []string
-	args []any
+	call libCall
 }
+
+// lone is a batch's one group (a single node) and the list of it, made
+// in one allocation.
+type lone struct {
+	g    group
+	list [1]*group
+}
+
+// inOrder is idx for a batch's one group of up to len(inOrder) ops:
+// each op in its own place, shared (never written).
+var inOrder = func() (a [64]int) {
+	for i := range a {
+		a[i] = i
+	}
+	return a
+}()
 
 // Do applies ops; see the package comment for the atomicity it gives.
 func (s *Store) Do(ctx context.Context, ops []store.Op) ([]store.OpResult, error) {
@@ -234,7 +250,7 @@ func (s *Store) refund(ctx context.Context, ops []store.Op, res []store.OpResult
 	if len(refunds) == 0 {
 		return
 	}
-	if _, err := s.run(ctx, s.group(refunds)); err != nil {
+	if err := s.run(ctx, s.group(refunds)); err != nil {
 		s.log.ErrorContext(ctx, "refund after a cluster denial failed; the units stay taken until their window ends",
 			"ops", len(refunds), "err", err)
 	}
@@ -243,13 +259,12 @@ func (s *Store) refund(ctx context.Context, ops []store.Op, res []store.OpResult
 // apply runs groups (pipelined when several) and fills res for their
 // ops. ok reports whether every group allowed.
 func (s *Store) apply(ctx context.Context, groups []*group, res []store.OpResult) (ok bool, err error) {
-	replies, err := s.run(ctx, groups)
-	if err != nil {
+	if err := s.run(ctx, groups); err != nil {
 		return false, err
 	}
 	ok = true
-	for gi, g := range groups {
-		gok, err := parseReply(replies[gi], g.idx, res)
+	for _, g := range groups {
+		gok, err := parseReply(g.call.reply, g.idx, res)
 		if err != nil {
 			return false, fmt.Errorf("%w: %v", store.ErrStoreUnavailable, err)
 		}
@@ -277,14 +292,18 @@ func mostSelective(ops []store.Op, groups []*group) int {
 func (s *Store) group(ops []store.Op) []*group {
 	plain := plainTakes(ops)
 	if !s.grouped {
-		g := &group{idx: make([]int, len(ops)), args: make([]any, 1, 1+argsPerOp*len(ops))}
-		g.keys = make([]string, 0, len(ops))
-		for i := range ops {
-			g.idx[i] = i
-			g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i], plain)
+		l := &lone{}
+		l.list[0] = &l.g
+		if len(ops) <= len(inOrder) {
+			l.g.idx = inOrder[:len(ops)]
+		} else {
+			l.g.idx = make([]int, len(ops))
+			for i := range l.g.idx {
+				l.g.idx[i] = i
+			}
 		}
-		g.args[0] = countArg(plain, len(ops))
-		return []*group{g}
+		s.build(&l.g, ops, plain)
+		return l.list[:]
 	}
 	var groups []*group
 	for i := range ops {
@@ -296,33 +315,48 @@ func (s *Store) group(ops []store.Op) []*group {
 			}
 		}
 		if g == nil {
-			g = &group{args: []any{nil}}
+			g = &group{}
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
-		g.keys, g.args = s.statics.appendOp(g.keys, g.args, &ops[i], plain)
 	}
 	for _, g := range groups {
-		g.args[0] = countArg(plain, len(g.idx))
+		s.build(g, ops, plain)
 	}
 	return groups
 }
 
+// build encodes the call of g's ops: their keys, then the time's place,
+// the count, and each op's arguments.
+func (s *Store) build(g *group, ops []store.Op, plain bool) {
+	nkeys := 0
+	for _, i := range g.idx {
+		nkeys += keysOf(&ops[i])
+	}
+	argv := argvOf(nkeys, 1+argsPerOp*len(g.idx))
+	for _, i := range g.idx {
+		argv = appendKeys(argv, &ops[i], s.statics.of(ops[i].Spec))
+	}
+	argv = append(argv, nil, countArg(plain, len(g.idx)))
+	for _, i := range g.idx {
+		argv = appendArgs(argv, &ops[i], s.statics.of(ops[i].Spec), plain)
+	}
+	g.call = libCall{entry: entryBatch, argv: argv, nkeys: nkeys}
+}
+
 // run makes one call per group, pipelined when there are several (see
 // library.exec).
-func (s *Store) run(ctx context.Context, groups []*group) ([]any, error) {
-	calls := make([]*libCall, len(groups))
-	for i, g := range groups {
-		calls[i] = &libCall{entry: entryBatch, keys: g.keys, args: g.args}
+// Each group's answer is in its call's reply.
+func (s *Store) run(ctx context.Context, groups []*group) error {
+	var one [1]*libCall
+	calls := one[:0]
+	if len(groups) > 1 {
+		calls = make([]*libCall, 0, len(groups))
 	}
-	if err := lib().exec(ctx, s.conn, calls); err != nil {
-		return nil, err
+	for _, g := range groups {
+		calls = append(calls, &g.call)
 	}
-	replies := make([]any, len(calls))
-	for i, c := range calls {
-		replies[i] = c.reply
-	}
-	return replies, nil
+	return lib().exec(ctx, s.conn, calls)
 }
 
 // storeErr marks every failure to get an answer as ErrStoreUnavailable.

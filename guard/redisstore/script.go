@@ -208,12 +208,34 @@ type onceCmd struct{ *redis.Cmd }
 // NoRetry implements redis.Cmder.
 func (onceCmd) NoRetry() bool { return true }
 
-// libCall is one call of an entry, and its outcome.
+// libCall is one call of an entry, and its outcome. argv is the whole
+// command, built once: three places for the verb, the entry's name and
+// the number of keys (nkeys, set), the keys, ARGV[1] (the time) and the
+// entry's other arguments. cmd fills the verb, the name and the time on
+// every try.
 type libCall struct {
 	entry string
-	keys  []string
-	args  []any // the entry's arguments after ARGV[1] (the time)
+	argv  []any
+	nkeys int
 	reply any
+}
+
+// argvOf starts a call's argv with room for its keys and args arguments:
+// the three places, then the keys as they are appended.
+func argvOf(nkeys, args int) []any {
+	argv := make([]any, 3, 4+nkeys+args)
+	argv[2] = nkeys
+	return argv
+}
+
+// newCall is a call of entry on keys, args its arguments after ARGV[1].
+func newCall(entry string, keys []string, args []any) *libCall {
+	argv := argvOf(len(keys), len(args))
+	for _, k := range keys {
+		argv = append(argv, k)
+	}
+	argv = append(append(argv, nil), args...)
+	return &libCall{entry: entry, argv: argv, nkeys: len(keys)}
 }
 
 // how a call is sent: FCALL, EVALSHA, or EVAL with the whole source.
@@ -226,28 +248,26 @@ const (
 
 // cmd queues or runs one call on c (a client or a pipeline). at is ARGV[1].
 func (l *library) cmd(ctx context.Context, mode int32, h how, c caller, call *libCall, at string) *redis.Cmd {
-	all := make([]any, 0, 4+len(call.keys)+len(call.args))
+	argv := call.argv
 	switch {
 	case h == bySource:
-		all = append(all, "eval", l.evals[call.entry], len(call.keys))
+		argv[0], argv[1] = "eval", l.evals[call.entry]
 	case mode == modeFunctions:
-		all = append(all, "fcall", l.fcalls[call.entry], len(call.keys))
+		argv[0], argv[1] = "fcall", l.fcalls[call.entry]
 	default:
-		all = append(all, "evalsha", l.evalshas[call.entry], len(call.keys))
+		argv[0], argv[1] = "evalsha", l.evalshas[call.entry]
 	}
-	for _, k := range call.keys {
-		all = append(all, k)
-	}
-	all = append(all, at)
-	all = append(all, call.args...)
-	cmd := redis.NewCmd(ctx, all...)
+	// (a try before this one is over: its answer was read, or it failed
+	// and nothing tries again)
+	argv[3+call.nkeys] = at
+	cmd := redis.NewCmd(ctx, argv...)
 	_ = c.Process(ctx, onceCmd{cmd}) // the error is cmd's
 	return cmd
 }
 
 // call runs one entry on c.
 func (l *library) call(ctx context.Context, c *Conn, entry string, keys []string, args []any) (any, error) {
-	lc := &libCall{entry: entry, keys: keys, args: args}
+	lc := newCall(entry, keys, args)
 	if err := l.exec(ctx, c, []*libCall{lc}); err != nil {
 		return nil, err
 	}

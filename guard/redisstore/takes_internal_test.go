@@ -282,7 +282,7 @@ func TestABatchOfPlainTakesSendsTheirSpecsAlone(t *testing.T) {
 			s.statics = statics{}
 			var got [][]any
 			for _, g := range s.group(c.ops) {
-				got = append(got, g.args)
+				got = append(got, g.call.argv[4+g.call.nkeys:]) // the arguments after ARGV[1]
 			}
 			if fmt.Sprint(got) != fmt.Sprint(c.want) {
 				t.Errorf("grouped %v, %s: %v, want %v", grouped, c.name, got, c.want)
@@ -291,7 +291,7 @@ func TestABatchOfPlainTakesSendsTheirSpecsAlone(t *testing.T) {
 		// on a cluster, two subjects: a call each, both plain
 		if grouped {
 			gs := s.group([]store.Op{take(a, "x"), take(b, "y")})
-			if len(gs) != 2 || fmt.Sprint(gs[0].args) != fmt.Sprint([]any{"t", specA}) || fmt.Sprint(gs[1].args) != fmt.Sprint([]any{"t", specB}) {
+			if len(gs) != 2 || fmt.Sprint(gs[0].call.argv[5:]) != fmt.Sprint([]any{"t", specA}) || fmt.Sprint(gs[1].call.argv[5:]) != fmt.Sprint([]any{"t", specB}) {
 				t.Errorf("two subjects on a cluster: %v", gs)
 			}
 		}
