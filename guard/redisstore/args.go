@@ -23,13 +23,6 @@ import (
 //	og:{tag}:otpv   the number of its last put (code_put)
 const keyPrefix = "og:{"
 
-func stateKey(op *store.Op) string {
-	if op.Spec.Packed {
-		return keyPrefix + op.Tag + "}"
-	}
-	return keyPrefix + op.Tag + "}" + op.Spec.ID
-}
-
 // The per-op arguments, in the order otpguard.lua names them: SPEC, DYN.
 // SPEC is a rule's unchanging arguments in one string,
 // "alg|limit|window|enforce|field|ttl|lock|min|elastic|challenge|keep", encoded once per Spec here and
@@ -179,12 +172,16 @@ func keysOf(op *store.Op) int {
 	return 1
 }
 
-// appendKeys adds op's keys (keysOf) to a call's argv; st is its spec's.
+// appendKeys adds op's keys (keysOf) to a call's argv, each made in one
+// concatenation; st is its spec's.
 func appendKeys(argv []any, op *store.Op, st *static) []any {
-	key := stateKey(op)
-	argv = append(argv, key+st.suffix)
-	if op.Spec.Lockout != nil && !op.Spec.Packed {
-		argv = append(argv, key+":l") // (its name whatever the count's layout: a lockout in force stays)
+	id := op.Spec.ID
+	if op.Spec.Packed {
+		return append(argv, keyPrefix+op.Tag+"}"+st.suffix)
+	}
+	argv = append(argv, keyPrefix+op.Tag+"}"+id+st.suffix)
+	if op.Spec.Lockout != nil {
+		argv = append(argv, keyPrefix+op.Tag+"}"+id+":l") // (its name whatever the count's layout: a lockout in force stays)
 	}
 	return argv
 }

@@ -54,11 +54,10 @@ func replyInts(v any, want int, n []int64) ([]int64, error) {
 		if len(a) != 8*want {
 			return nil, fmt.Errorf("unexpected reply of %d bytes for %d integers", len(a), want)
 		}
-		for i := 0; i < len(a); i += 8 {
-			var u uint64
-			for _, c := range []byte(a[i : i+8]) {
-				u = u<<8 | uint64(c)
-			}
+		for i := 0; i+8 <= len(a); i += 8 {
+			// (one load: the compiler joins the eight bytes)
+			u := uint64(a[i])<<56 | uint64(a[i+1])<<48 | uint64(a[i+2])<<40 | uint64(a[i+3])<<32 |
+				uint64(a[i+4])<<24 | uint64(a[i+5])<<16 | uint64(a[i+6])<<8 | uint64(a[i+7])
 			n = append(n, int64(u))
 		}
 		return n, nil
