@@ -26,7 +26,8 @@ var callgrindDir = flag.String("callgrind-dir", "", "keep each instructions case
 // call, under valgrind's callgrind (counted only while the calls run,
 // pipelined by 100, so a call's share of the network is small and the
 // same for each): otpguard's 3-rule allowed decision (the library's batch,
-// with the arguments the guard sent), the raw-Lua floor and a function
+// with the arguments the guard sent), the raw-Lua floor, the contract's
+// floor (what any decision answering as the contract asks does) and a function
 // that returns at once given the same arguments; the decision and the
 // floor again with a new destination on every call; and the calls a
 // guard under the default rules makes for an email send and for a login
@@ -42,6 +43,7 @@ func (b *bench) instructions(ctx context.Context) error {
 	const floor = "#!lua name=bench_floor\nredis.register_function('bench_floor', function(KEYS, ARGV)\n" +
 		"for i = 1, 3 do\n  local n = redis.call('INCR', KEYS[i])\n  if n == 1 then redis.call('PEXPIRE', KEYS[i], 3600000) end\n" +
 		"  if n > 1000000000 then return 0 end\nend\nreturn 1 end)"
+	contract := "#!lua name=bench_contract\nredis.register_function('bench_contract', function(KEYS, ARGV)\n" + contractLua + "\nend)"
 	keys := keysOf(1)
 	same := func(call ...any) func(int) []any { return func(int) []any { return call } }
 	// the destination's key (the first) new on every call
@@ -68,6 +70,7 @@ func (b *bench) instructions(ctx context.Context) error {
 	}{
 		{"a function that returns at once (the decision's arguments)", empty, same(append([]any{"fcall", "bench_empty"}, args[2:]...)...), 1},
 		{"raw Lua (floor)", floor, same("fcall", "bench_floor", 3, keys[0], keys[1], keys[2]), 1},
+		{"the contract floor (Redis's clock, the takes, the 20 integers answered packed)", contract, same("fcall", "bench_contract", 3, keys[0], keys[1], keys[2]), 1},
 		{"otpguard", "", same(args...), 1},
 		{"raw Lua (floor), a new destination each call", floor, fresh("fcall", "bench_floor", 3, keys[0], keys[1], keys[2]), 1},
 		{"otpguard, a new destination each call", "", fresh(args...), 1},
