@@ -378,6 +378,7 @@ func (a *attempt) learn(d *Decision) {
 				// not if a refund, release or unblock of its state was
 				// dropped meanwhile: the denial may be what it ended
 				g.cache.put(g.cacheKey(a.rules, a.tags, i, a.subject), res, a.now, a.gens[i])
+				g.rememberTag(r.dims, a.subject) // (its repeat then skips the keyed hash)
 			}
 		}
 	}

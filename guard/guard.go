@@ -224,6 +224,7 @@ type Guard struct {
 	macs      sync.Pool // keyed HMAC-SHA256 states
 	global    string    // the tag of the global dimension, hashed once
 	cache     *denyCache
+	memo      *tagMemo // the tags of the subjects cache holds denials of
 	leases    *leases
 	storeClk  *store.Clock
 	unblocked func(ctx context.Context, states []State)
@@ -277,6 +278,7 @@ func New(cfg Config, st store.Store, opts Options) (*Guard, error) {
 	g.macs.New = func() any { return &macState{h: hmac.New(sha256.New, g.secret)} }
 	if cfg.DenyCacheTTL > 0 {
 		g.cache = newDenyCache(cfg.DenyCacheTTL, cfg.DenyCacheSize)
+		g.memo = newTagMemo(cfg.DenyCacheSize)
 	}
 	packs := packing(cfg.Rules)
 	for _, r := range cfg.Rules {

@@ -190,22 +190,6 @@ func tagKeyOf(tag string) (k tagKey) {
 	return k
 }
 
-// subjectTag is the tag of the subject's values of dims, as hashValues
-// hashes them, formatted into the hash's buffer instead of strings.
-func (g *Guard) subjectTag(dims []string, s Subject) (k tagKey) {
-	m := g.macs.Get().(*macState)
-	b := m.buf[:0]
-	for _, dim := range dims {
-		b = append(b, dim...)
-		b = append(b, 0)
-		b = g.appendDimension(b, dim, s)
-		b = append(b, 0)
-	}
-	base64.RawURLEncoding.Encode(k[:], m.sum(b)[:16])
-	g.macs.Put(m)
-	return k
-}
-
 // hashValues is the keyed hash of dimensions and their values: 128 bits of
 // HMAC-SHA256 (the deployment secret), base64url. It is the subject's tag:
 // its keys' Redis Cluster hash tag, so every rule keyed on the same
