@@ -6,8 +6,10 @@
 //   - allowed: a decision of three rules (destination, IP, global), every
 //     request allowed, by otpguard (one Allow: one script call), by
 //     go-redis/redis_rate, ulule/limiter and throttled (one call per rule)
-//     and by a hand-written Lua script touching the same three keys (the
-//     floor), at concurrency 1 and 32;
+//     by a hand-written Lua script touching the same three keys (the
+//     floor), and by the contract's floor (the script that also reads
+//     Redis's clock and answers each rule, its caller hashing the
+//     identifiers), at concurrency 1, 32 and 128;
 //
 //   - attack: the same three rules with real limits, 95% of requests from
 //     subjects already over them, otpguard with and without its deny
@@ -18,7 +20,11 @@
 //   - cluster: one hot global rule on the cluster, with and without
 //     leases.
 //
-//     go run . [-duration 3s] [-rounds 3] [-only allowed,attack,login,memory,cluster,http,cost,instructions,parts]
+//   - instructions, parts, client: instructions per call counted under
+//     valgrind, redis-server's and the guard's own (see instructions.go,
+//     client.go).
+//
+//     go run . [-duration 3s] [-rounds 3] [-only allowed,attack,login,memory,cluster,http,cost,instructions,client,parts]
 package main
 
 import (
@@ -68,7 +74,7 @@ func main() {
 var (
 	duration = flag.Duration("duration", 3*time.Second, "how long each measurement runs")
 	rounds   = flag.Int("rounds", 5, "measurements of each case; the median round is reported")
-	only     = flag.String("only", "allowed,attack,login,memory,cluster,http,cost,instructions", "the sections to run")
+	only     = flag.String("only", "allowed,attack,login,memory,cluster,http,cost,instructions,client", "the sections to run")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 )
 
@@ -127,6 +133,8 @@ func run() error {
 			err = b.instructions(ctx)
 		case "parts":
 			err = b.parts(ctx)
+		case "client":
+			err = b.clientInstructions(ctx)
 		default:
 			err = fmt.Errorf("unknown section %q", s)
 		}
