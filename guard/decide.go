@@ -76,17 +76,6 @@ func (g *Guard) AllowN(ctx context.Context, req Request, n int64) (Decision, err
 	return d, nil
 }
 
-// dependsOnDevice reports whether a rule is filtered or keyed on the
-// device.
-func dependsOnDevice(rules []*rule) bool {
-	for _, r := range rules {
-		if r.filtersDevice || r.keyedDevice {
-			return true
-		}
-	}
-	return false
-}
-
 // attempt is one AllowN in progress.
 type attempt struct {
 	g       *Guard
@@ -375,10 +364,11 @@ func (a *attempt) learn(d *Decision) {
 				continue // the device decides which of its states applies
 			}
 			if res := d.Rules[i]; !res.Allowed && !res.Skipped && !res.Cached && r.cacheable() && !res.Locked && res.RetryAfter > 0 {
-				// not if a refund, release or unblock of its state was
-				// dropped meanwhile: the denial may be what it ended
-				g.cache.put(g.cacheKey(a.rules, a.tags, i, a.subject), res, a.now, a.gens[i])
-				g.rememberTag(r.dims, a.subject) // (its repeat then skips the keyed hash)
+				// not if a refund, release or unblock of its state was dropped
+				// meanwhile (the denial may be what it ended); kept, its tag too
+				if g.cache.put(g.cacheKey(a.rules, a.tags, i, a.subject), res, a.now, a.gens[i]) {
+					g.rememberTag(r.dims, a.subject)
+				}
 			}
 		}
 	}

@@ -188,3 +188,14 @@ func (g *Guard) RevokeDevices(ctx context.Context, account string) error {
 	g.devices.revoked.note(op.Tag, res[0].Now)
 	return nil
 }
+
+// dependsOnDevice reports whether a rule is filtered or keyed on the
+// device.
+func dependsOnDevice(rules []*rule) bool {
+	for _, r := range rules {
+		if r.filtersDevice || r.keyedDevice {
+			return true
+		}
+	}
+	return false
+}

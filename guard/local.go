@@ -115,7 +115,7 @@ func (c *denyCache) get(key denyKey, now time.Time) (*denial, Result, bool) {
 // put caches a denial observed at now, its state's drops then at gen
 // (genOf before the store was asked): if a drop of its state came since,
 // the denial may be what it ended, and is not kept.
-func (c *denyCache) put(key denyKey, res Result, now time.Time, gen uint64) {
+func (c *denyCache) put(key denyKey, res Result, now time.Time, gen uint64) (kept bool) {
 	e := &denial{res: res, until: now.Add(min(res.RetryAfter, c.ttl)), retry: now.Add(res.RetryAfter)}
 	if c.n.Load() >= c.size {
 		c.makeRoom(now)
@@ -127,7 +127,9 @@ func (c *denyCache) put(key denyKey, res Result, now time.Time, gen uint64) {
 	// is seen here, one after it deletes e
 	if c.genOf(key) != gen {
 		c.remove(key, e)
+		return false
 	}
+	return true
 }
 
 // makeRoom drops what has ended, and if that is not enough, any entries

@@ -12,13 +12,17 @@ import (
 // keyed hash (HMAC-SHA256: two blocks, half of a cached denial's work).
 // It maps the bytes a tag is hashed from (dimensions and values, see
 // subjectBytes) to the tag, keyed by two 64-bit hashes of those bytes
-// under seeds of this process's own: it holds no identifier, and a
-// stranger who wanted another subject's tag to answer for theirs would
-// have to find bytes whose two hashes, under seeds never shown, both
-// match. It is filled only when a denial is learned (Guard.rememberTag),
-// never by allowed traffic, and bounded like the deny cache: full, it
-// starts again empty. A tag never changes (the secret is fixed at New),
-// so nothing it holds is ever wrong, only forgotten.
+// (hash/maphash, AES-based where the CPU has AES) under seeds of this
+// process's own, never shown: it holds no identifier, and a stranger who
+// wanted another subject's tag to answer for theirs would have to find
+// bytes whose two hashes both match the other's. (Two seeds guard
+// against chance; a collision of the hash that held whatever the seed,
+// none known, would defeat both.) It is filled only when the deny cache
+// keeps a learned denial (Guard.rememberTag), never by allowed traffic,
+// and bounded like the deny cache: full, it starts again empty (puts
+// racing the reset may leave a few more). A tag never changes (the
+// secret is fixed at New), so nothing it holds is ever wrong, only
+// forgotten.
 type tagMemo struct {
 	seeds [2]maphash.Seed
 	m     sync.Map // memoKey → tagKey
@@ -98,6 +102,9 @@ func (g *Guard) subjectBytes(b []byte, dims []string, s Subject) []byte {
 // rememberTag remembers the tag of the subject's values of dims (see
 // tagMemo), hashed here from the same bytes subjectTag hashes.
 func (g *Guard) rememberTag(dims []string, s Subject) {
+	if g.memo == nil {
+		return
+	}
 	m := g.macs.Get().(*macState)
 	b := g.subjectBytes(m.buf[:0], dims, s)
 	var k tagKey
