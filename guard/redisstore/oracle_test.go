@@ -105,6 +105,7 @@ func (h *walkTime) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		_ = tx.Process(ctx, cmd)
 		ttls := tx.Eval(ctx, readBack, nil)
+		began := time.Now()
 		if _, err := tx.Exec(ctx); err != nil && cmd.Err() == nil {
 			h.t.Errorf("walk time transaction: %v", err)
 			return err
@@ -115,6 +116,12 @@ func (h *walkTime) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return err
 		}
 		grid := oracle.Grid.Milliseconds()
+		// Redis 7.0 reads its clock for each command of a transaction: a
+		// server descheduled within it (a loaded machine: 2026-11-29, one
+		// key 54ms off in make test beside a stress run) moves the TTLs
+		// read back off the grid. The grid is checked when the
+		// transaction took less than half a step.
+		prompt := time.Since(began) < oracle.Grid/2
 		h.exp = map[string]int64{}
 		for i := 0; i+1 < len(list); i += 2 {
 			k, ms := list[i].(string), list[i+1].(int64)
@@ -123,7 +130,7 @@ func (h *walkTime) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				continue
 			}
 			up := int64(math.Ceil(float64(ms)/float64(grid))) * grid
-			if up-ms > grid/2 {
+			if up-ms > grid/2 && prompt {
 				h.t.Errorf("key %q: a TTL of %dms, off the walk's grid of %dms", k, ms, grid)
 			}
 			h.exp[k] = now + up*1000
