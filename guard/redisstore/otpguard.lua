@@ -962,12 +962,13 @@ local function fw_takes(keys, args, n, na, out)
     if not sp or not sp.fwfast then return false end
     TSP[i] = sp
   end
-  local allowed = true
+  local allowed, packed = true, false
   for i = 1, n do
     local sp, j = TSP[i], 2 + 6 * (i - 1)
     if not allowed then
       out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 2, 0, 0, 0, 0, 0
     elseif sp.packed then
+      packed = true
       if fw_check(i, sp, keys[i], out, j) and sp.enforce then allowed = false end
     else
       -- on its own key: the take, given back at once when it goes over
@@ -1001,7 +1002,8 @@ local function fw_takes(keys, args, n, na, out)
       end
       TFRESH[i] = fresh
       if c <= sp.limit then
-        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, sp.limit - c, e, 0, 0, 0
+        -- (taken: kept if the batch allows, see below)
+        out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5], out[j + 6] = 1, sp.limit - c, e, 0, 0, 1
       else
         -- over (nothing remains: the count before it was at the limit),
         -- given back at once (a window this take started is gone)
@@ -1011,9 +1013,10 @@ local function fw_takes(keys, args, n, na, out)
       end
     end
   end
-  -- the batch allowed: its takes are kept, its checks written; denied:
-  -- its takes given back, and each allowed rule answers as it stands
-  for i = 1, n do
+  -- the batch allowed: its takes are kept (answered so above), its
+  -- checks written; denied: its takes given back, and each allowed rule
+  -- answers as it stands
+  for i = 1, (allowed and not packed) and 0 or n do
     local j, sp = 2 + 6 * (i - 1), TSP[i]
     if out[j + 1] ~= 1 then
     elseif allowed then
@@ -1025,6 +1028,7 @@ local function fw_takes(keys, args, n, na, out)
         hput(keys[i], sp.fe, e, sp.ttl)
       end
     else
+      out[j + 6] = 0
       if sp.packed then
         out[j + 3] = TE[i] > 0 and min(TE[i] - now, sp.window) or 0
       elseif TFRESH[i] then
