@@ -203,10 +203,9 @@ func (g *Guard) hashValues(dims, values []string) string {
 		b = append(b, values[i]...)
 		b = append(b, 0)
 	}
-	var out [22]byte
-	base64.RawURLEncoding.Encode(out[:], m.sum(b)[:16])
+	k := m.tag(b)
 	g.macs.Put(m)
-	return string(out[:])
+	return string(k[:])
 }
 
 // valueHash names one value of a distinct rule's `of` dimension inside its
@@ -261,6 +260,12 @@ func (m *macState) sum(b []byte) []byte {
 	m.h.Reset()
 	m.h.Write(b)
 	return m.h.Sum(m.out[:0])
+}
+
+// tag is the subject tag of b: its HMAC's first 128 bits, base64url.
+func (m *macState) tag(b []byte) (k tagKey) {
+	base64.RawURLEncoding.Encode(k[:], m.sum(b)[:16])
+	return k
 }
 
 // has reports whether the subject has a value for dim (as dimension would

@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"encoding/base64"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -82,7 +81,7 @@ func (g *Guard) subjectTag(dims []string, s Subject) (k tagKey) {
 			return t
 		}
 	}
-	base64.RawURLEncoding.Encode(k[:], m.sum(b)[:16])
+	k = m.tag(b)
 	g.macs.Put(m)
 	return k
 }
@@ -107,8 +106,6 @@ func (g *Guard) rememberTag(dims []string, s Subject) {
 	}
 	m := g.macs.Get().(*macState)
 	b := g.subjectBytes(m.buf[:0], dims, s)
-	var k tagKey
-	base64.RawURLEncoding.Encode(k[:], m.sum(b)[:16])
-	g.memo.put(b, k)
+	g.memo.put(b, m.tag(b))
 	g.macs.Put(m)
 }

@@ -172,18 +172,21 @@ func keysOf(op *store.Op) int {
 	return 1
 }
 
-// appendKeys adds op's keys (keysOf) to a call's argv, each made in one
-// concatenation; st is its spec's.
-func appendKeys(argv []any, op *store.Op, st *static) []any {
+// putKeys writes op's keys (keysOf) into a call's argv from place k, each
+// made in one concatenation, and returns the place after them; st is its
+// spec's.
+func putKeys(argv []any, k int, op *store.Op, st *static) int {
 	id := op.Spec.ID
 	if op.Spec.Packed {
-		return append(argv, keyPrefix+op.Tag+"}"+st.suffix)
+		argv[k] = keyPrefix + op.Tag + "}" + st.suffix
+		return k + 1
 	}
-	argv = append(argv, keyPrefix+op.Tag+"}"+id+st.suffix)
+	argv[k] = keyPrefix + op.Tag + "}" + id + st.suffix
 	if op.Spec.Lockout != nil {
-		argv = append(argv, keyPrefix+op.Tag+"}"+id+":l") // (its name whatever the count's layout: a lockout in force stays)
+		argv[k+1] = keyPrefix + op.Tag + "}" + id + ":l" // (its name whatever the count's layout: a lockout in force stays)
+		return k + 2
 	}
-	return argv
+	return k + 1
 }
 
 // appendArgs adds op's arguments to a call's argv: its SPEC alone in a

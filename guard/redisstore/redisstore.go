@@ -327,19 +327,20 @@ func (s *Store) group(ops []store.Op) []*group {
 }
 
 // build encodes the call of g's ops: their keys, then the time's place,
-// the count, and each op's arguments.
+// the count, and each op's arguments, each op's spec looked up once.
 func (s *Store) build(g *group, ops []store.Op, plain bool) {
 	nkeys := 0
 	for _, i := range g.idx {
 		nkeys += keysOf(&ops[i])
 	}
-	argv := argvOf(nkeys, 1+argsPerOp*len(g.idx))
+	// the keys' places, the time's and the count's, then the arguments
+	argv := argvOf(nkeys, 1+argsPerOp*len(g.idx))[:5+nkeys]
+	argv[4+nkeys] = countArg(plain, len(g.idx))
+	k := 3
 	for _, i := range g.idx {
-		argv = appendKeys(argv, &ops[i], s.statics.of(ops[i].Spec))
-	}
-	argv = append(argv, nil, countArg(plain, len(g.idx)))
-	for _, i := range g.idx {
-		argv = appendArgs(argv, &ops[i], s.statics.of(ops[i].Spec), plain)
+		st := s.statics.of(ops[i].Spec)
+		k = putKeys(argv, k, &ops[i], st)
+		argv = appendArgs(argv, &ops[i], st, plain)
 	}
 	g.call = libCall{entry: entryBatch, argv: argv, nkeys: nkeys}
 }
