@@ -113,8 +113,9 @@ func TestOfTwoSendsAtOnceTheCodeDeliveredVerifies(t *testing.T) {
 // until open is closed.
 type gate struct {
 	inbox
-	open chan struct{}
-	n    atomic.Int32
+	open  chan struct{}
+	n     atomic.Int32
+	local *queue.Local
 }
 
 func (g *gate) Send(ctx context.Context, m message.Message) error {
@@ -135,14 +136,25 @@ func gatedQueue(t *testing.T, s app.Settings) (*harness, *gate) {
 		return q, err
 	}
 	h := &harness{app: startApp(t, s)}
+	g.local = local
 	t.Cleanup(func() { close(g.open); local.Close() })
 	return h, g
 }
 
 // fill sends another address a code after g passed its first message:
-// that message is held at the provider, and the queue is full.
+// that message is held at the provider, and the queue is full. It first
+// waits for the first message to leave the queue: until its delivery
+// returns it counts in the depth, and the other send would be refused.
 func fill(t *testing.T, h *harness, g *gate) {
 	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if d, _ := g.local.Depth(context.Background()); d == 0 && g.n.Load() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first message did not leave the queue")
+		}
+	}
 	if w := h.post(context.Background(), "/v1/otp/send", `{"channel":"email","to":"bob@example.com","purpose":"login"}`, "198.51.100.2"); w.Code != 202 {
 		t.Fatalf("another send: %d %s", w.Code, w.Body)
 	}

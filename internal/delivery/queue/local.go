@@ -147,19 +147,22 @@ func (l *Local) work() {
 		if l.outcome != nil {
 			l.outcome(out)
 		}
+		if out == Retry {
+			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, job: j.job, token: j.token, receive: j.receive + 1}, true) })
+		} else {
+			l.mu.Lock()
+			l.busy--
+			if out == Dead {
+				l.dead++
+			}
+			l.mu.Unlock()
+		}
+		// told after the depth: a caller answered once its message was
+		// delivered finds it out of the depth (a next send is not
+		// refused as full for a message already gone)
 		if j.done != nil {
 			close(j.done)
 		}
-		if out == Retry {
-			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, job: j.job, token: j.token, receive: j.receive + 1}, true) })
-			continue
-		}
-		l.mu.Lock()
-		l.busy--
-		if out == Dead {
-			l.dead++
-		}
-		l.mu.Unlock()
 	}
 }
 

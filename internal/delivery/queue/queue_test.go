@@ -506,6 +506,32 @@ func TestTheLocalQueueDeliversInTheBackground(t *testing.T) {
 	}
 }
 
+// TestADeliveredMessageHasLeftTheDepthWhenSendReturns: on an idle local
+// queue Send returns once its message was delivered, and the depth no
+// longer counts it, so a send right after (the local server's next
+// request) is not refused as full for a message already gone. make
+// test's CI once failed for it (internal/app's full-queue tests). It
+// fails when Send does not wait, or the depth never drops; the worker
+// telling Send before it drops the depth fails it only when descheduled
+// in between (seen with a 5ms sleep put there).
+func TestADeliveredMessageHasLeftTheDepthWhenSendReturns(t *testing.T) {
+	sender := &provider{}
+	q, local, err := queue.InProcess(queue.Host{Redis: single.Client(), Secret: secret,
+		Void: func(context.Context, string) error { return nil }}, sender, 1, queue.Options{MaxDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	for i := range 200 {
+		if err := q.Send(context.Background(), job(fmt.Sprintf("+4479462%05d", i), "123456")); err != nil {
+			t.Fatalf("send %d, each after the last was delivered: %v", i, err)
+		}
+		if n := sender.count(); n != i+1 {
+			t.Fatalf("send %d returned before its delivery (%d delivered)", i, n)
+		}
+	}
+}
+
 // TestTheLocalQueueRetriesAFailedMessage: a message the provider failed
 // is delivered, whole, on its next attempt (Backoff(1) later), and once.
 func TestTheLocalQueueRetriesAFailedMessage(t *testing.T) {
