@@ -47,27 +47,33 @@ type Queuer interface {
 
 // Roomer is a Sender that can be full (the queue over its depth cap):
 // Room answers the error Send would answer now for a message of ch (a
-// *Full), or nil. A send asks before it replaces the address's code, so a
-// send refused for want of room leaves the code the owner has; it then
-// sends under WithRoomChecked, and Send does not ask again.
+// *Full), or gives the message a place, which release gives back (where
+// the queue holds places: the in-process queue; its first call does, any
+// later one nothing). A send asks before it replaces the address's code,
+// so a send refused for want of room leaves the code the owner has; it
+// then sends under WithRoomChecked, and Send does not ask again. The
+// caller releases the place too (deferred), for when it sends nothing.
 type Roomer interface {
-	Room(ctx context.Context, ch message.Channel) error
+	Room(ctx context.Context, ch message.Channel) (release func(), err error)
 }
 
 type roomCheckedKey struct{}
 
 // WithRoomChecked tells a Roomer's Send that its caller asked for room
-// (Room) before it stored the message's code: Send does not ask again. A
-// second answer, from a depth read again in between, could refuse the
-// message after its code had replaced the one the owner has.
-func WithRoomChecked(ctx context.Context) context.Context {
-	return context.WithValue(ctx, roomCheckedKey{}, true)
+// (Room) before it stored the message's code, and holds the place release
+// gives back: Send does not ask again (a second answer, from a depth read
+// again in between, could refuse the message after its code had replaced
+// the one the owner has), and gives the place back once the message is
+// queued.
+func WithRoomChecked(ctx context.Context, release func()) context.Context {
+	return context.WithValue(ctx, roomCheckedKey{}, release)
 }
 
-// RoomChecked reports whether ctx carries WithRoomChecked.
-func RoomChecked(ctx context.Context) bool {
-	checked, _ := ctx.Value(roomCheckedKey{}).(bool)
-	return checked
+// RoomChecked is the release of the place ctx's caller holds, and whether
+// it carries WithRoomChecked.
+func RoomChecked(ctx context.Context) (release func(), checked bool) {
+	release, checked = ctx.Value(roomCheckedKey{}).(func())
+	return release, checked && release != nil
 }
 
 // Authenticator checks credentials and creates accounts for /v1/login and

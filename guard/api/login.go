@@ -263,10 +263,12 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 		s.Log.ErrorContext(ctx, "signup code: this deployment sends no messages")
 		return
 	}
-	if err := s.room(ctx, dest.Channel); err != nil {
+	release, err := s.room(ctx, dest.Channel)
+	if err != nil {
 		s.Log.ErrorContext(ctx, "signup code", "err", err) // the code sent before stays
 		return
 	}
+	defer release() // the queue's place, when nothing was queued
 	issued, err := s.Codes.Issue(ctx, dest, "signup", "")
 	var msg message.Message
 	if err == nil {
@@ -274,7 +276,7 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 		numbered(&msg, dest, "signup", issued)
 	}
 	if err == nil {
-		err = s.Sender.Send(WithRoomChecked(ctx), msg) // room was asked for above
+		err = s.Sender.Send(WithRoomChecked(ctx, release), msg) // room was asked for above
 	}
 	if err != nil {
 		s.Log.ErrorContext(ctx, "signup code", "err", err)

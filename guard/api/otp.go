@@ -75,10 +75,11 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	issued, ok := s.issue(ctx, w, rec, req, dest, in.Purpose)
+	issued, release, ok := s.issue(ctx, w, rec, req, dest, in.Purpose)
 	if !ok {
 		return
 	}
+	defer release() // the queue's place, when nothing was queued
 	msg, err := s.message(dest, in.Purpose, in.Locale, issued.Code)
 	if err != nil {
 		s.Log.ErrorContext(ctx, "render message", "err", err)
@@ -89,7 +90,7 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	numbered(&msg, dest, in.Purpose, issued)
 	msg.Receipt = s.Guard.VoidReceipt(rec.decision) // a queued message given up on gives the send back
 	// issue asked for room: Send does not ask again
-	if err := s.Sender.Send(WithRoomChecked(ctx), msg); err != nil {
+	if err := s.Sender.Send(WithRoomChecked(ctx, release), msg); err != nil {
 		s.sendFailed(ctx, w, rec, req, dest, err)
 		return
 	}
@@ -98,34 +99,38 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	s.sendAnswer(ctx, w, dest)
 }
 
-// issue stores a new code for a send the rules allowed and returns it;
+// issue stores a new code for a send the rules allowed and returns it,
+// with the release of the sender's place for its message (see Roomer);
 // false: the send was answered. A sender without room refuses it before
 // the code is replaced, so the owner's code stays.
-func (s *Server) issue(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, purpose string) (otp.Issued, bool) {
-	if err := s.room(ctx, dest.Channel); err != nil {
+func (s *Server) issue(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, purpose string) (otp.Issued, func(), bool) {
+	release, err := s.room(ctx, dest.Channel)
+	if err != nil {
 		s.sendFailed(ctx, w, rec, req, dest, err) // its units go back
-		return otp.Issued{}, false
+		return otp.Issued{}, nil, false
 	}
 	// the send counts on the failure-counting send rules until the verify
 	// that approves this code settles its receipt
 	issued, err := s.Codes.Issue(ctx, dest, purpose, s.Guard.Receipt(rec.decision))
 	if err != nil {
+		release()
 		// Nothing was sent: the send's units go back to every rule.
 		s.Log.ErrorContext(ctx, "issue code", "err", err)
 		s.settle(ctx, req, rec.decision, guard.Void)
 		s.fail(w, rec, storeUnavailable())
-		return otp.Issued{}, false
+		return otp.Issued{}, nil, false
 	}
-	return issued, true
+	return issued, release, true
 }
 
-// room is the Sender's refusal of a message of ch for want of room (see
-// Roomer), or nil.
-func (s *Server) room(ctx context.Context, ch message.Channel) error {
+// room is the Sender's refusal of a message of ch for want of room, or
+// the release of the place it gives the message (see Roomer; a sender
+// that is never full: a release that does nothing).
+func (s *Server) room(ctx context.Context, ch message.Channel) (func(), error) {
 	if q, ok := s.Sender.(Roomer); ok {
 		return q.Room(ctx, ch)
 	}
-	return nil
+	return func() {}, nil
 }
 
 // sendDestination is where a send goes, by channel; what is wrong with

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/otpguard/otpguard/config"
@@ -562,4 +564,46 @@ func TestWhileRedisFails(t *testing.T) {
 	}
 	w, m = call(t, h, "GET", "/healthz", nil, false)
 	problemOf(t, w, m, 503, "store_unavailable")
+}
+
+// placesSender is a Roomer that counts the places it gave and has not
+// had back.
+type placesSender struct {
+	outbox
+	given, held atomic.Int32
+}
+
+func (p *placesSender) Room(context.Context, message.Channel) (func(), error) {
+	p.given.Add(1)
+	p.held.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { p.held.Add(-1) }) }, nil
+}
+
+// TestASendGivesItsQueuePlaceBackWhenItSendsNothing: a send that took a
+// place in the queue and then failed to store its code (Redis down, the
+// rule's onStoreError allow) gives the place back, as a send that was
+// queued does: a place kept would count in the in-process queue's depth
+// for good.
+func TestASendGivesItsQueuePlaceBackWhenItSendsNothing(t *testing.T) {
+	srv, err := localredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &placesSender{}
+	h, _ := serveOn(t, srv, `rules:
+  - {name: sends, action: otp.send, key: [destination], limit: 5, window: 1h, onStoreError: allow}
+`, func(s *app.Settings) {
+		s.Senders = func(queue.Host) (message.Sender, error) { return p, nil }
+	})
+	send := map[string]string{"to": "ann@example.com", "channel": "email", "purpose": "login"}
+	if w, m := call(t, h, "POST", "/v1/otp/send", send, false); w.Code != 202 || p.given.Load() != 1 || p.held.Load() != 0 {
+		t.Fatalf("a send: %d %v; %d places given, %d held after it", w.Code, m, p.given.Load(), p.held.Load())
+	}
+	srv.Close()
+	w, m := call(t, h, "POST", "/v1/otp/send", send, false)
+	problemOf(t, w, m, 503, "store_unavailable")
+	if p.given.Load() != 2 || p.held.Load() != 0 {
+		t.Fatalf("a send whose code was not stored: %d places given, %d held after it", p.given.Load(), p.held.Load())
+	}
 }

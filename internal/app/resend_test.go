@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -128,10 +129,15 @@ func (g *gate) Send(ctx context.Context, m message.Message) error {
 // gatedQueue starts the composed server with s, its sender an
 // in-process queue of one message (MaxDepth 1) whose provider is g.
 func gatedQueue(t *testing.T, s app.Settings) (*harness, *gate) {
+	return gatedQueueOf(t, s, 1)
+}
+
+// gatedQueueOf is gatedQueue with a queue of depth messages.
+func gatedQueueOf(t *testing.T, s app.Settings, depth int64) (*harness, *gate) {
 	g := &gate{open: make(chan struct{})}
 	var local *queue.Local
 	s.Senders = func(h queue.Host) (message.Sender, error) {
-		q, l, err := queue.InProcess(h, g, 1, queue.Options{MaxDepth: 1})
+		q, l, err := queue.InProcess(h, g, 1, queue.Options{MaxDepth: depth})
 		local = l
 		return q, err
 	}
@@ -187,6 +193,39 @@ func TestASendRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
 	if w := h.post(ctx, "/v1/otp/verify", string(body), "198.51.100.4"); w.Code != 200 {
 		t.Fatalf("the owner's code after a refused send: %d %s", w.Code, w.Body)
 	}
+}
+
+// TestSendsAtOnceNeverPassTheQueuesCap: the local server's queue cap
+// (DELIVERY_QUEUE_MAX_DEPTH) holds for sends that arrive together: each
+// takes its place with the room it asks for, before its code is stored.
+// An outside review saw 128 sends at once all queued past a cap of 5.
+func TestSendsAtOnceNeverPassTheQueuesCap(t *testing.T) {
+	h, g := gatedQueueOf(t, app.Settings{}, 4)
+	if w := h.post(context.Background(), "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.1"); w.Code != 202 {
+		t.Fatalf("the first send: %d %s", w.Code, w.Body)
+	}
+	fill(t, h, g) // one message held at the provider: room for 3
+	codes := make([]int, 24)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() {
+			body, _ := json.Marshal(map[string]string{"channel": "email", "to": fmt.Sprintf("burst%d@example.com", i), "purpose": "login"})
+			codes[i] = h.post(context.Background(), "/v1/otp/send", string(body), fmt.Sprintf("203.0.113.%d", 10+i)).Code
+		})
+	}
+	wg.Wait()
+	if n202, n503 := count(codes, 202), count(codes, 503); n202 != 3 || n503 != 21 {
+		t.Fatalf("24 sends at once with room for 3: %d answered 202, %d 503 (%v)", n202, n503, codes)
+	}
+}
+
+func count(codes []int, code int) (n int) {
+	for _, c := range codes {
+		if c == code {
+			n++
+		}
+	}
+	return n
 }
 
 // confirming is an authenticator whose accounts are confirmed by a code

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
+	"github.com/otpguard/otpguard/guard/api"
 	"github.com/otpguard/otpguard/guard/message"
 )
 
@@ -20,6 +21,7 @@ type Local struct {
 	cond    *sync.Cond
 	jobs    []localJob
 	busy    int // being delivered or waiting a retry
+	places  int // held by sends whose message is not queued yet (reserve)
 	dead    int
 	closed  bool
 	d       *Deliverer
@@ -81,6 +83,9 @@ func (l *Local) push(ctx context.Context, j localJob) error {
 		j.done = make(chan struct{})
 	}
 	l.put(j, false)
+	if release, ok := api.RoomChecked(ctx); ok {
+		release() // queued: its place is its job now
+	}
 	if idle {
 		t := time.NewTimer(idleWait)
 		defer t.Stop()
@@ -107,11 +112,33 @@ func (l *Local) put(j localJob, retry bool) {
 }
 
 // Depth implements Backend: messages waiting, being delivered or waiting
-// a retry.
+// a retry, and the places of messages about to be queued (reserve).
 func (l *Local) Depth(context.Context) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int64(len(l.jobs) + l.busy), nil
+	return int64(len(l.jobs) + l.busy + l.places), nil
+}
+
+// reserve implements reserver: a place in the depth, checked against max
+// and taken in one step (a check then a push would let sends at once all
+// pass a cap they read together), until its release; its first call
+// gives it back, any later one does nothing.
+func (l *Local) reserve(max int64) (func(), int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	depth := int64(len(l.jobs) + l.busy + l.places)
+	if depth >= max {
+		return nil, depth
+	}
+	l.places++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.places--
+			l.mu.Unlock()
+		})
+	}, depth
 }
 
 // Dead is how many messages were given up on.

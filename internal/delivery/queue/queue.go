@@ -195,14 +195,19 @@ func New(h Host, b Backend, o Options) (*Queue, error) {
 // Send queues m (implements message.Sender). Errors wrap
 // message.ErrUnavailable; a full queue's is a *Full, unless the caller
 // asked for room before it stored m's code (api.WithRoomChecked): then m
-// is queued whatever the depth now (the cap is soft), never refused after
-// its code replaced the owner's.
+// is queued in the place Room gave it (in process), or whatever the depth
+// now (SQS: the cap is soft), never refused after its code replaced the
+// owner's. The place is given back once m is queued, or m is not.
 func (q *Queue) Send(ctx context.Context, m message.Message) error {
-	if !api.RoomChecked(ctx) {
-		if err := q.Room(ctx, m.Channel); err != nil {
+	release, checked := api.RoomChecked(ctx)
+	if !checked {
+		var err error
+		if release, err = q.Room(ctx, m.Channel); err != nil {
 			return err
 		}
+		ctx = api.WithRoomChecked(ctx, release)
 	}
+	defer release()
 	ttl := m.TTL
 	if ttl <= 0 {
 		ttl = q.opts.TTL
@@ -245,9 +250,20 @@ func (q *Queue) push(ctx context.Context, job Job) error {
 	return q.backend.Push(ctx, body)
 }
 
-// Room is the *Full a message of channel ch is refused with now, or nil
-// (implements api.Roomer): the API asks before it replaces a code.
-func (q *Queue) Room(ctx context.Context, ch message.Channel) error {
+// Room is the *Full a message of channel ch is refused with now, or the
+// release of the place it holds for the message (implements api.Roomer):
+// the API asks before it replaces a code. The in-process queue counts its
+// places in its depth until the message is queued or released, so sends
+// at once never pass its cap; SQS's depth is a count read, and holds no
+// places (see docs/delivery.md, "The cap is soft").
+func (q *Queue) Room(ctx context.Context, ch message.Channel) (func(), error) {
+	if r, ok := q.backend.(reserver); ok {
+		release, depth := r.reserve(q.opts.MaxDepth)
+		if release == nil {
+			return nil, &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
+		}
+		return release, nil
+	}
 	depth, err := q.backend.Depth(ctx)
 	switch {
 	case err != nil:
@@ -256,14 +272,24 @@ func (q *Queue) Room(ctx context.Context, ch message.Channel) error {
 		if q.depthLog.fail() {
 			q.log.WarnContext(ctx, "the delivery queue's depth is unknown; its cap is not applied (said once a minute while it lasts)", "err", err)
 		}
-		return nil
+		return noPlace, nil
 	case q.depthLog.recovered():
 		q.log.InfoContext(ctx, "the delivery queue's depth is known again; its cap applies")
 	}
 	if depth >= q.opts.MaxDepth {
-		return &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
+		return nil, &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
 	}
-	return nil
+	return noPlace, nil
+}
+
+// noPlace is the release of a backend that holds no places.
+func noPlace() {}
+
+// reserver is a backend that holds places (Local): reserve gives one when
+// its depth, places included, is below max, with its release; else nil
+// and the depth.
+type reserver interface {
+	reserve(max int64) (release func(), depth int64)
 }
 
 // Backlog is the estimated wait of the message of channel ch just queued

@@ -380,7 +380,7 @@ func TestAFullQueueRefusesWithAWait(t *testing.T) {
 	}
 	// a caller that asked for room before it stored the code is not
 	// refused after it: the message is queued over the cap
-	if err := r.q.Send(api.WithRoomChecked(context.Background()), job("+447946000009", "123456")); err != nil || len(r.box.bodies) != 2 {
+	if err := r.q.Send(api.WithRoomChecked(context.Background(), func() {}), job("+447946000009", "123456")); err != nil || len(r.box.bodies) != 2 {
 		t.Fatalf("a send whose room was checked: %v, %d queued", err, len(r.box.bodies))
 	}
 }
@@ -400,7 +400,7 @@ func TestAnUnknownDepthIsLoggedOnceAMinute(t *testing.T) {
 	}
 	for i := range 5 {
 		m := job(fmt.Sprint("+44794600010", i), "123456")
-		if err := q.Room(context.Background(), m.Channel); err != nil {
+		if _, err := q.Room(context.Background(), m.Channel); err != nil {
 			t.Fatalf("room with the depth unknown: %v", err)
 		}
 		if err := q.Send(context.Background(), m); err != nil {
@@ -529,6 +529,112 @@ func TestADeliveredMessageHasLeftTheDepthWhenSendReturns(t *testing.T) {
 		if n := sender.count(); n != i+1 {
 			t.Fatalf("send %d returned before its delivery (%d delivered)", i, n)
 		}
+	}
+}
+
+// heldProvider passes its first message and holds the others until open
+// is closed.
+type heldProvider struct {
+	provider
+	n    atomic.Int32
+	open chan struct{}
+}
+
+func (p *heldProvider) Send(ctx context.Context, m message.Message) error {
+	if p.n.Add(1) > 1 {
+		<-p.open
+	}
+	return p.provider.Send(ctx, m)
+}
+
+// TestSendsAtOnceNeverPassTheLocalQueuesCap: the in-process queue's cap
+// holds for sends at once. Each asks for room, stores its code (a
+// pause here) and then sends, as the API does; a place is taken with the
+// room and counted in the depth until its message is queued, so of 64
+// sends at once on a queue of cap 5 holding one message, 4 are queued.
+// An outside review found up to all 128 of a burst queued past a cap
+// of 5 when Room only read the depth. A place released twice is given
+// back once.
+func TestSendsAtOnceNeverPassTheLocalQueuesCap(t *testing.T) {
+	sender := &heldProvider{open: make(chan struct{})}
+	q, local, err := queue.InProcess(queue.Host{Redis: single.Client(), Secret: secret,
+		Void: func(context.Context, string) error { return nil }}, sender, 1, queue.Options{MaxDepth: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	open := sync.OnceFunc(func() { close(sender.open) })
+	defer open() // (before Close, which waits for the held message)
+	ctx := context.Background()
+	depth := func() int64 { d, _ := local.Depth(ctx); return d }
+	if err := q.Send(ctx, job("+447946300000", "123456")); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Send(ctx, job("+447946300001", "123456")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); sender.n.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second message did not reach the provider")
+		}
+	}
+	// one message held at the provider: room for 4
+	var queued, refused atomic.Int32
+	var most atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			m := job(fmt.Sprintf("+4479463%05d", 100+i), "123456")
+			release, err := q.Room(ctx, m.Channel)
+			if err != nil {
+				refused.Add(1)
+				return
+			}
+			defer release()
+			time.Sleep(2 * time.Millisecond) // the code's store
+			if d := depth(); d > most.Load() {
+				most.Store(d)
+			}
+			if err := q.Send(api.WithRoomChecked(ctx, release), m); err != nil {
+				t.Errorf("a send given room: %v", err)
+				return
+			}
+			queued.Add(1)
+		})
+	}
+	wg.Wait()
+	if queued.Load() != 4 || refused.Load() != 60 || most.Load() > 5 {
+		t.Fatalf("64 sends at once, room for 4: %d queued, %d refused, depth up to %d (cap 5)", queued.Load(), refused.Load(), most.Load())
+	}
+	open()
+	for deadline := time.Now().Add(10 * time.Second); depth() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the depth stays at %d once every message was delivered", depth())
+		}
+	}
+	// a place released twice (Send's and its caller's) is given back once
+	release, err := q.Room(ctx, message.SMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	release()
+	var held []func()
+	for range 6 {
+		r, err := q.Room(ctx, message.SMS)
+		if err != nil {
+			break
+		}
+		held = append(held, r)
+	}
+	if len(held) != 5 || depth() != 5 {
+		t.Fatalf("after a place released twice: %d places given (want 5), depth %d", len(held), depth())
+	}
+	for _, r := range held {
+		r()
+	}
+	if depth() != 0 {
+		t.Fatalf("every place released: depth %d", depth())
 	}
 }
 
