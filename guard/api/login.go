@@ -265,7 +265,11 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 	}
 	release, err := s.room(ctx, dest.Channel)
 	if err != nil {
-		s.Log.ErrorContext(ctx, "signup code", "err", err) // the code sent before stays
+		// the code sent before stays (a full queue's refusal: the queue
+		// logs the fullness, paced)
+		if full := (interface{ RetryIn() time.Duration })(nil); !errors.As(err, &full) {
+			s.Log.ErrorContext(ctx, "signup code", "err", err)
+		}
 		return
 	}
 	defer release() // the queue's place, when nothing was queued

@@ -154,7 +154,11 @@ func (s *Server) sendDestination(channel, to string, errs map[string]string) gua
 // sendFailed answers a send the sender could not make: a destination the
 // provider refuses counts; a provider's failure gives the units back.
 func (s *Server) sendFailed(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, err error) {
-	s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
+	var full interface{ RetryIn() time.Duration }
+	if !errors.As(err, &full) {
+		// (a full queue's refusals: the queue logs the fullness, paced)
+		s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
+	}
 	if errors.Is(err, message.ErrUndeliverable) {
 		// The provider refuses the destination itself: the attempt
 		// counts, or trying refused numbers would cost nothing.
@@ -166,8 +170,7 @@ func (s *Server) sendFailed(ctx context.Context, w http.ResponseWriter, rec *rec
 	// budgets (sms-global among them) spent on messages never sent.
 	s.settle(ctx, req, rec.decision, guard.Void)
 	p := problem("delivery_unavailable", "the message provider failed; retry later")
-	var full interface{ RetryIn() time.Duration }
-	if errors.As(err, &full) {
+	if full != nil {
 		p = problem("delivery_unavailable", "too many messages are waiting for the provider; retry later")
 		p.RetryAfter = max(1, int(full.RetryIn()/time.Second))
 	}

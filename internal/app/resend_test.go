@@ -1,11 +1,14 @@
 package app_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -217,6 +220,46 @@ func TestSendsAtOnceNeverPassTheQueuesCap(t *testing.T) {
 	if n202, n503 := count(codes, 202), count(codes, 503); n202 != 3 || n503 != 21 {
 		t.Fatalf("24 sends at once with room for 3: %d answered 202, %d 503 (%v)", n202, n503, codes)
 	}
+}
+
+// TestSendsRefusedForAFullQueueAreNotLoggedEach: a flood of sends while
+// the queue is full writes the queue's paced line, not an ERROR line per
+// send (each refusal is in its decision record).
+func TestSendsRefusedForAFullQueueAreNotLoggedEach(t *testing.T) {
+	var logs syncBuffer
+	h, g := gatedQueue(t, app.Settings{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if w := h.post(context.Background(), "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.1"); w.Code != 202 {
+		t.Fatalf("the first send: %d %s", w.Code, w.Body)
+	}
+	fill(t, h, g)
+	for i := range 10 {
+		body := fmt.Sprintf(`{"channel":"email","to":"flood%d@example.com","purpose":"login"}`, i)
+		if w := h.post(context.Background(), "/v1/otp/send", body, fmt.Sprintf("203.0.113.%d", 100+i)); w.Code != 503 {
+			t.Fatalf("a send while the queue is full: %d %s", w.Code, w.Body)
+		}
+	}
+	out := logs.String()
+	if n, errs := strings.Count(out, "queue is full"), strings.Count(out, "level=ERROR"); n != 1 || errs != 0 {
+		t.Fatalf("10 sends refused: %d lines of the queue's fullness (want 1), %d ERROR lines (want 0):\n%s", n, errs, out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func count(codes []int, code int) (n int) {

@@ -136,6 +136,7 @@ type Queue struct {
 	opts     Options
 	log      *slog.Logger
 	depthLog depthLog
+	fullLog  depthLog // (the same pacing, for a full queue's refusals)
 }
 
 // depthLog paces the log lines of an unknown depth: the first failure,
@@ -260,8 +261,9 @@ func (q *Queue) Room(ctx context.Context, ch message.Channel) (func(), error) {
 	if r, ok := q.backend.(reserver); ok {
 		release, depth := r.reserve(q.opts.MaxDepth)
 		if release == nil {
-			return nil, &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
+			return nil, q.full(ctx, depth, ch)
 		}
+		q.fullLog.recovered()
 		return release, nil
 	}
 	depth, err := q.backend.Depth(ctx)
@@ -277,9 +279,23 @@ func (q *Queue) Room(ctx context.Context, ch message.Channel) (func(), error) {
 		q.log.InfoContext(ctx, "the delivery queue's depth is known again; its cap applies")
 	}
 	if depth >= q.opts.MaxDepth {
-		return nil, &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
+		return nil, q.full(ctx, depth, ch)
 	}
+	q.fullLog.recovered()
 	return noPlace, nil
+}
+
+// full is the refusal of a message of ch at depth. It is logged when the
+// queue becomes full and once a minute while it stays so, not for each
+// send refused (the API logs none: a flood of sends while the queue is
+// full would be a flood of log lines); each refusal is in its request's
+// decision record (outcome delivery_unavailable).
+func (q *Queue) full(ctx context.Context, depth int64, ch message.Channel) error {
+	if q.fullLog.fail() {
+		q.log.WarnContext(ctx, "the delivery queue is full: sends are refused 503 until it drains (said once a minute while it lasts)",
+			"depth", depth, "maxDepth", q.opts.MaxDepth)
+	}
+	return &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
 }
 
 // noPlace is the release of a backend that holds no places.

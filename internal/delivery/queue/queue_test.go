@@ -385,6 +385,41 @@ func TestAFullQueueRefusesWithAWait(t *testing.T) {
 	}
 }
 
+// TestAFullQueueIsLoggedOnceAMinute: sends refused while the queue is
+// full are logged when it fills and then once a minute, not once each (an
+// outside review counted 11,530 ERROR lines from one flood); once it has
+// room again, its next fullness is logged at once.
+func TestAFullQueueIsLoggedOnceAMinute(t *testing.T) {
+	var logs bytes.Buffer
+	b := &box{depth: 5}
+	q, err := queue.New(queue.Host{Redis: single.Client(), Secret: secret, Void: func(context.Context, string) error { return nil },
+		Log: slog.New(slog.NewTextHandler(&logs, nil))}, b, queue.Options{MaxDepth: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := func(n int) {
+		t.Helper()
+		for range n {
+			if _, err := q.Room(context.Background(), message.SMS); err == nil {
+				t.Fatal("room in a full queue")
+			}
+		}
+	}
+	full(20)
+	if n := strings.Count(logs.String(), "queue is full"); n != 1 {
+		t.Fatalf("%d lines for 20 refusals, want 1:\n%s", n, logs.String())
+	}
+	b.depth = 0
+	if _, err := q.Room(context.Background(), message.SMS); err != nil {
+		t.Fatal(err)
+	}
+	b.depth = 9
+	full(3)
+	if n := strings.Count(logs.String(), "queue is full"); n != 2 {
+		t.Fatalf("full again after it had room: %d lines in all, want 2:\n%s", n, logs.String())
+	}
+}
+
 // TestAnUnknownDepthIsLoggedOnceAMinute: when the queue's depth cannot
 // be read (SQS's attribute call failing), sends are still queued (the cap
 // fails open) and the warning is logged once, not twice for every send;
