@@ -211,13 +211,16 @@ func (s *Server) handleSignup(w http.ResponseWriter, r *http.Request) {
 	if s.signUpFailed(ctx, w, rec, req, err) {
 		return
 	}
+	rec.outcome = "pending"
 	if _, ok := s.Auth.(Confirmer); ok {
 		// Every signup, for a new address or not, sends a code: the
 		// mailbox's owner confirms by approving it (a registered address
 		// is told apart neither by the answer nor by its time).
-		s.sendSignupCode(ctx, dest)
+		if full := s.sendSignupCode(ctx, dest); full {
+			// (answered as every signup: the record says no code went)
+			rec.outcome = "pending:delivery_unavailable"
+		}
 	}
-	rec.outcome = "pending"
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "pending"})
 }
 
@@ -257,20 +260,22 @@ func (s *Server) signUpFailed(ctx context.Context, w http.ResponseWriter, rec *r
 
 // sendSignupCode sends the code that confirms a local account. A failure
 // is logged: the user can ask for a new code (/v1/otp/send, purpose
-// signup).
-func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
+// signup); full: the queue had no room for it (logged by the queue,
+// paced), and the code the address had stays.
+func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) (full bool) {
 	if s.Sender == nil {
 		s.Log.ErrorContext(ctx, "signup code: this deployment sends no messages")
-		return
+		return false
 	}
 	release, err := s.room(ctx, dest.Channel)
 	if err != nil {
 		// the code sent before stays (a full queue's refusal: the queue
 		// logs the fullness, paced)
-		if full := (interface{ RetryIn() time.Duration })(nil); !errors.As(err, &full) {
-			s.Log.ErrorContext(ctx, "signup code", "err", err)
+		if f := (interface{ RetryIn() time.Duration })(nil); errors.As(err, &f) {
+			return true
 		}
-		return
+		s.Log.ErrorContext(ctx, "signup code", "err", err)
+		return false
 	}
 	defer release() // the queue's place, when nothing was queued
 	issued, err := s.Codes.Issue(ctx, dest, "signup", "")
@@ -284,9 +289,10 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) {
 	}
 	if err != nil {
 		s.Log.ErrorContext(ctx, "signup code", "err", err)
-		return
+		return false
 	}
 	s.delivered(ctx, dest)
+	return false
 }
 
 // rejection is what an authenticator says of a rejected signup (it wraps

@@ -282,7 +282,8 @@ func (*confirming) Confirm(context.Context, string) error { return nil }
 // has: a stranger's signups for that address while the queue is full
 // (answered 202, as every signup is) leave the owner's code verifying.
 func TestASignupRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
-	h, g := gatedQueue(t, app.Settings{Auth: &confirming{}})
+	var logs syncBuffer
+	h, g := gatedQueue(t, app.Settings{Auth: &confirming{}, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
 	signup := `{"email":"ann@example.com","password":"a long enough passphrase"}`
 	if w := h.post(ctx, "/v1/signup", signup, "198.51.100.1"); w.Code != 202 {
@@ -291,6 +292,11 @@ func TestASignupRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
 	fill(t, h, g)
 	if w := h.post(ctx, "/v1/signup", signup, "198.51.100.3"); w.Code != 202 {
 		t.Fatalf("a signup while the queue is full: %d %s, want 202 (no code sent)", w.Code, w.Body)
+	}
+	// its decision record says no code went (the second review found it
+	// "pending" as any other, and no line of its own)
+	if out := logs.String(); strings.Count(out, "outcome=pending:delivery_unavailable") != 1 || strings.Count(out, "outcome=pending ") != 1 {
+		t.Fatalf("the records of a signup sent and one refused for a full queue:\n%s", out)
 	}
 	g.inbox.mu.Lock()
 	first := g.inbox.sent[0]

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/otpguard/otpguard/guard"
@@ -17,11 +18,14 @@ import (
 // counted (the process has no dead-letter queue). What waits is lost when
 // the process ends.
 type Local struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	jobs    []localJob
-	busy    int // being delivered or waiting a retry
-	places  int // held by sends whose message is not queued yet (reserve)
+	mu   sync.Mutex
+	cond *sync.Cond
+	jobs []localJob
+	busy int // being delivered or waiting a retry
+	// places held by sends whose message is not queued yet (reserve):
+	// taken under mu, given back without it (a release is called under
+	// mu by put)
+	places  atomic.Int64
 	dead    int
 	closed  bool
 	d       *Deliverer
@@ -82,10 +86,8 @@ func (l *Local) push(ctx context.Context, j localJob) error {
 	if idle {
 		j.done = make(chan struct{})
 	}
-	l.put(j, false)
-	if release, ok := api.RoomChecked(ctx); ok {
-		release() // queued: its place is its job now
-	}
+	release, _ := api.RoomChecked(ctx)
+	l.put(j, false, release)
 	if idle {
 		t := time.NewTimer(idleWait)
 		defer t.Stop()
@@ -98,11 +100,17 @@ func (l *Local) push(ctx context.Context, j localJob) error {
 	return nil
 }
 
-func (l *Local) put(j localJob, retry bool) {
+// put queues j; retry: a message given back to the queue after its
+// backoff; release, if not nil, gives back j's place in the same step
+// (the depth never counts it twice).
+func (l *Local) put(j localJob, retry bool, release func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if retry {
 		l.busy--
+	}
+	if release != nil {
+		release()
 	}
 	if l.closed {
 		return
@@ -116,7 +124,7 @@ func (l *Local) put(j localJob, retry bool) {
 func (l *Local) Depth(context.Context) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int64(len(l.jobs) + l.busy + l.places), nil
+	return int64(len(l.jobs)+l.busy) + l.places.Load(), nil
 }
 
 // reserve implements reserver: a place in the depth, checked against max
@@ -126,19 +134,13 @@ func (l *Local) Depth(context.Context) (int64, error) {
 func (l *Local) reserve(max int64) (func(), int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	depth := int64(len(l.jobs) + l.busy + l.places)
+	depth := int64(len(l.jobs)+l.busy) + l.places.Load()
 	if depth >= max {
 		return nil, depth
 	}
-	l.places++
+	l.places.Add(1)
 	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			l.places--
-			l.mu.Unlock()
-		})
-	}, depth
+	return func() { once.Do(func() { l.places.Add(-1) }) }, depth
 }
 
 // Dead is how many messages were given up on.
@@ -175,7 +177,7 @@ func (l *Local) work() {
 			l.outcome(out)
 		}
 		if out == Retry {
-			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, job: j.job, token: j.token, receive: j.receive + 1}, true) })
+			time.AfterFunc(wait, func() { l.put(localJob{body: j.body, job: j.job, token: j.token, receive: j.receive + 1}, true, nil) })
 		} else {
 			l.mu.Lock()
 			l.busy--

@@ -136,7 +136,7 @@ type Queue struct {
 	opts     Options
 	log      *slog.Logger
 	depthLog depthLog
-	fullLog  depthLog // (the same pacing, for a full queue's refusals)
+	fullLog  depthLog // paces a full queue's line (fail only: see full)
 }
 
 // depthLog paces the log lines of an unknown depth: the first failure,
@@ -263,7 +263,6 @@ func (q *Queue) Room(ctx context.Context, ch message.Channel) (func(), error) {
 		if release == nil {
 			return nil, q.full(ctx, depth, ch)
 		}
-		q.fullLog.recovered()
 		return release, nil
 	}
 	depth, err := q.backend.Depth(ctx)
@@ -281,18 +280,18 @@ func (q *Queue) Room(ctx context.Context, ch message.Channel) (func(), error) {
 	if depth >= q.opts.MaxDepth {
 		return nil, q.full(ctx, depth, ch)
 	}
-	q.fullLog.recovered()
 	return noPlace, nil
 }
 
-// full is the refusal of a message of ch at depth. It is logged when the
-// queue becomes full and once a minute while it stays so, not for each
-// send refused (the API logs none: a flood of sends while the queue is
-// full would be a flood of log lines); each refusal is in its request's
-// decision record (outcome delivery_unavailable).
+// full is the refusal of a message of ch at depth. It is logged at most
+// once a minute, not for each message refused (the API logs none: a
+// flood of sends while the queue is full would be a flood of log lines;
+// a queue at its cap admits one now and then as it drains, so an
+// admission does not restart the pacing); each refusal is in its
+// request's decision record (delivery_unavailable).
 func (q *Queue) full(ctx context.Context, depth int64, ch message.Channel) error {
 	if q.fullLog.fail() {
-		q.log.WarnContext(ctx, "the delivery queue is full: sends are refused 503 until it drains (said once a minute while it lasts)",
+		q.log.WarnContext(ctx, "the delivery queue is full: messages are refused until it drains (said at most once a minute)",
 			"depth", depth, "maxDepth", q.opts.MaxDepth)
 	}
 	return &Full{After: q.wait(depth-q.opts.MaxDepth+1, ch)}
