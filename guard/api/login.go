@@ -271,7 +271,7 @@ func (s *Server) sendSignupCode(ctx context.Context, dest guard.Destination) (fu
 	if err != nil {
 		// the code sent before stays (a full queue's refusal: the queue
 		// logs the fullness, paced)
-		if f := (interface{ RetryIn() time.Duration })(nil); errors.As(err, &f) {
+		if _, full := queueFull(err); full {
 			return true
 		}
 		s.Log.ErrorContext(ctx, "signup code", "err", err)

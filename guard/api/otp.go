@@ -154,8 +154,8 @@ func (s *Server) sendDestination(channel, to string, errs map[string]string) gua
 // sendFailed answers a send the sender could not make: a destination the
 // provider refuses counts; a provider's failure gives the units back.
 func (s *Server) sendFailed(ctx context.Context, w http.ResponseWriter, rec *record, req guard.Request, dest guard.Destination, err error) {
-	var full interface{ RetryIn() time.Duration }
-	if !errors.As(err, &full) {
+	wait, full := queueFull(err)
+	if !full {
 		// (a full queue's refusals: the queue logs the fullness, paced)
 		s.Log.ErrorContext(ctx, "send message", "channel", dest.Channel, "err", err)
 	}
@@ -170,11 +170,21 @@ func (s *Server) sendFailed(ctx context.Context, w http.ResponseWriter, rec *rec
 	// budgets (sms-global among them) spent on messages never sent.
 	s.settle(ctx, req, rec.decision, guard.Void)
 	p := problem("delivery_unavailable", "the message provider failed; retry later")
-	if full != nil {
+	if full {
 		p = problem("delivery_unavailable", "too many messages are waiting for the provider; retry later")
-		p.RetryAfter = max(1, int(full.RetryIn()/time.Second))
+		p.RetryAfter = max(1, int(wait/time.Second))
 	}
 	s.fail(w, rec, p)
+}
+
+// queueFull is the wait a full queue's refusal (see Roomer) gives, and
+// whether err is one.
+func queueFull(err error) (time.Duration, bool) {
+	var full interface{ RetryIn() time.Duration }
+	if errors.As(err, &full) {
+		return full.RetryIn(), true
+	}
+	return 0, false
 }
 
 // sendAnswer writes a send's 202: where the code went, its lifetime, the

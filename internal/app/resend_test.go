@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/delivery/queue"
 	"github.com/otpguard/otpguard/internal/testonly/redistest"
+	"github.com/otpguard/otpguard/internal/testonly/testutil"
 )
 
 // inbox is a provider that keeps what it is given.
@@ -226,7 +226,7 @@ func TestSendsAtOnceNeverPassTheQueuesCap(t *testing.T) {
 // the queue is full writes the queue's paced line, not an ERROR line per
 // send (each refusal is in its decision record).
 func TestSendsRefusedForAFullQueueAreNotLoggedEach(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.Buffer
 	h, g := gatedQueue(t, app.Settings{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	if w := h.post(context.Background(), "/v1/otp/send", `{"channel":"email","to":"ann@example.com","purpose":"login"}`, "198.51.100.1"); w.Code != 202 {
 		t.Fatalf("the first send: %d %s", w.Code, w.Body)
@@ -242,24 +242,6 @@ func TestSendsRefusedForAFullQueueAreNotLoggedEach(t *testing.T) {
 	if n, errs := strings.Count(out, "queue is full"), strings.Count(out, "level=ERROR"); n != 1 || errs != 0 {
 		t.Fatalf("10 sends refused: %d lines of the queue's fullness (want 1), %d ERROR lines (want 0):\n%s", n, errs, out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func count(codes []int, code int) (n int) {
@@ -282,7 +264,7 @@ func (*confirming) Confirm(context.Context, string) error { return nil }
 // has: a stranger's signups for that address while the queue is full
 // (answered 202, as every signup is) leave the owner's code verifying.
 func TestASignupRefusedForAFullQueueLeavesTheOwnersCode(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.Buffer
 	h, g := gatedQueue(t, app.Settings{Auth: &confirming{}, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx := context.Background()
 	signup := `{"email":"ann@example.com","password":"a long enough passphrase"}`
